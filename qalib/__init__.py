@@ -1,0 +1,21 @@
+"""qalib: the shared library behind the notebooks.
+
+Layout (one purpose per module):
+    device, seeding, style   -- set-up helpers every notebook calls first
+    claims                   -- `check(...)`: a claim in prose, verified by the cell right after it
+    widgets                  -- `Demo`: compute function -> plot function -> controls
+    attention, positions, norms, model
+                             -- the mini-BERT and its parts, one design choice per typed config field
+    pretrained               -- all-MiniLM-L6-v2 from the PyPI package, no network
+    data, train              -- synthetic tasks with known ground truth; a small training loop
+    topics/                  -- compute + plot + demo functions for each notebook
+"""
+
+__version__ = "0.1.0"
+
+from qalib.device import get_device
+from qalib.seeding import seed_everything
+from qalib.claims import check, check_close, ClaimFailed
+from qalib.style import use_style
+
+__all__ = ["get_device", "seed_everything", "check", "check_close", "ClaimFailed", "use_style", "__version__"]

@@ -1,0 +1,72 @@
+"""The collection's table of contents: one entry per notebook, used by 00_start_here, the README test
+and the static site. The short answers here are the 30-second versions; each notebook argues its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from qalib.nbtools import NOTEBOOKS
+
+
+@dataclass(frozen=True)
+class Entry:
+    file: str
+    question: str
+    short_answer: str
+    play_with: str
+
+    @property
+    def path(self) -> Path:
+        return NOTEBOOKS / self.file
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+
+CATALOG = [
+    Entry("01_scaled_attention.ipynb", "Why divide by sqrt(d_k) before the softmax?",
+          "With unit-variance q and k, q.k has variance d_k; large logits saturate the softmax, whose Jacobian then "
+          "vanishes. Dividing by sqrt(d_k) brings the variance back to 1 at initialisation.",
+          "d_k and the scaling rule; the magnitude a in softmax([a, a, 2a])"),
+    Entry("02_sin_cos_positions.ipynb", "Why sin AND cos in positional encoding, and why 10000?",
+          "Pairs (sin, cos) of one frequency let a fixed rotation M_k map PE(p) to PE(p+k) for every p; sin alone "
+          "cannot. 10000 sets the slowest wavelength (~2*pi*10^4) so positions stay distinct over long inputs.",
+          "base, d_model and length; the offset k and its rotation"),
+    Entry("03_embedding_scale.ipynb", "Why multiply the embeddings by sqrt(d_model)?",
+          "Tied embeddings initialised with std d^-1/2 have norm ~1 while a sinusoid has norm sqrt(d/2); the factor "
+          "puts the token signal on the same footing. BERT (std 0.02, learned positions, LayerNorm) does not scale.",
+          "d_model, initialisation and the factor on/off"),
+    Entry("04_bert_embedding_sum.ipynb", "Why can BERT add its token, segment and position embeddings?",
+          "The sum equals concatenated one-hots times stacked tables, i.e. a concat-then-project with fewer "
+          "parameters; in high dimension the parts are nearly orthogonal, so a linear probe still recovers each.",
+          "a sentence pair you type; d_model and table sizes"),
+    Entry("05_shared_qk.ipynb", "Why do queries and keys use different weight matrices?",
+          "With W_q = W_k the scores are a symmetric PSD matrix and each token's score with itself tends to win, so "
+          "attention collapses onto the diagonal and cannot express directed relations like 'previous token'.",
+          "d, tokens, input kind and tied/separate"),
+    Entry("06_layernorm_vs_batchnorm.ipynb", "Why LayerNorm and not BatchNorm?",
+          "LayerNorm normalises each token over its features, so it ignores padding, batch size and neighbours; "
+          "BatchNorm's statistics over batch and positions depend on all of them and differ between train and eval.",
+          "batch size, padding, an outlier sentence; train/eval and momentum"),
+    Entry("07_multi_head.ipynb", "Why several attention heads?",
+          "At the same parameter cost, h heads give h independent attention patterns; one softmax can only average.",
+          "layer and head of a real BERT; number of heads"),
+    Entry("08_relative_positions.ipynb", "How do relative position embeddings work?",
+          "They add a term depending on j - i to the attention score (Shaw, T5, ALiBi) or rotate q and k (RoPE).",
+          "clipping distance and method"),
+    Entry("09_attention_random_walk.ipynb", "Is attention a random walk?",
+          "softmax(QK^T) is row-stochastic: a Markov transition matrix. Without residuals stacked attention collapses rank.",
+          "temperature and steps; depth and residuals"),
+    Entry("10_residuals_ffn_masks.ipynb", "What do residuals, the FFN and the masks do, and what does attention cost?",
+          "Residuals carry gradients, the FFN adds the nonlinearity, masks stop leaks; attention costs O(T^2 d).",
+          "sequence length; mask on/off"),
+    Entry("11_mlm_and_nsp.ipynb", "How is BERT pretrained (MLM 80/10/10, NSP)?",
+          "15% of tokens are chosen: 80% [MASK], 10% random, 10% kept, so the model cannot rely on seeing [MASK].",
+          "masking probabilities"),
+]
+
+
+def available() -> list[Entry]:
+    return [e for e in CATALOG if e.exists]

@@ -1,0 +1,48 @@
+"""Which device the notebooks run on: CUDA, then Apple MPS, then CPU; QALIB_DEVICE overrides."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+_ALLOWED = ("cpu", "cuda", "mps")
+
+
+def get_device(preferred: str | None = None) -> torch.device:
+    """Return the device to use.
+
+    Order: the `preferred` argument, then the environment variable QALIB_DEVICE, then CUDA, MPS, CPU.
+    A requested device that is not available raises ValueError instead of silently falling back,
+    so a teacher who asked for the GPU knows they did not get it.
+    """
+    choice = preferred if preferred is not None else os.environ.get("QALIB_DEVICE")
+    if choice:
+        kind = choice.split(":")[0].strip().lower()
+        if kind not in _ALLOWED:
+            raise ValueError(f"QALIB_DEVICE / preferred device {choice!r} is not one of {_ALLOWED} (optionally 'cuda:N')")
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {choice!r} was requested but torch.cuda.is_available() is False")
+        if kind == "mps" and not _mps_available():
+            raise ValueError(f"device {choice!r} was requested but Apple MPS is not available")
+        return torch.device(choice.strip().lower())
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if _mps_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def describe(device: torch.device | None = None) -> str:
+    """One line for a notebook's set-up cell: the device and, on CUDA, its name."""
+    device = device or get_device()
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    if device.type == "cpu":
+        return f"cpu ({torch.get_num_threads()} threads)"
+    return device.type

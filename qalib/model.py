@@ -1,0 +1,264 @@
+"""The mini-BERT: embeddings -> encoder layers -> heads, with a config switch for every design choice.
+
+Ordered like the architecture diagram. Module names follow BERT's where BERT has a name, so loading
+a real checkpoint is one mapping (qalib/pretrained.py).
+
+    model = MiniBert(MiniBertConfig())
+    out = model(input_ids, token_type_ids, attention_mask, return_internals=True)
+    out.last_hidden_state            # (B, T, d)
+    out.internals["layer0.probs"]    # (B, H, T, T), attention probabilities before dropout
+
+Without internals the attention runs through torch's fused scaled_dot_product_attention; with them,
+through qalib.attention.attention, which returns scores and probabilities. tests/test_model.py
+checks that both paths agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from qalib.attention import attention
+from qalib.config import MiniBertConfig
+from qalib.norms import make_norm
+from qalib.positions import ALiBi, Rotary, ShawRelative, sinusoidal
+
+__all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAttention", "EncoderLayer"]
+
+
+@dataclass
+class MiniBertOutput:
+    last_hidden_state: torch.Tensor                    # (B, T, d)
+    internals: dict[str, torch.Tensor] = field(default_factory=dict)  # empty unless return_internals=True
+
+
+class Embeddings(nn.Module):
+    """word + segment + position (BERT sec. 3, Fig. 2), then norm and dropout, in BERT's order."""
+
+    def __init__(self, cfg: MiniBertConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.word_embeddings = nn.Embedding(cfg.vocab_size, d)
+        self.token_type_embeddings = nn.Embedding(cfg.n_segments, d)
+        if cfg.pos == "learned":
+            self.position_embeddings = nn.Embedding(cfg.max_len, d)
+        if cfg.embed_combine == "concat":
+            self.combine = nn.Linear(3 * d, d)  # [word | segment | position] -> d
+        self.norm = make_norm(cfg.norm if cfg.embed_norm else "none", d, cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+        # Original Transformer (sec. 3.4) multiplies the (tied) embedding weights by sqrt(d_model); BERT does not.
+        self.word_scale = math.sqrt(d) if cfg.embed_scale == "sqrt_d" else 1.0
+
+    def position_table(self, t: int, device) -> torch.Tensor:
+        """(T, d) absolute position vectors, or zeros when positions enter elsewhere (relative) or not at all."""
+        cfg = self.cfg
+        if cfg.pos == "learned":
+            if t > cfg.max_len:
+                raise ValueError(
+                    f"sequence length {t} exceeds max_len={cfg.max_len}: a learned position table has no rows for "
+                    f"positions it never saw; use pos='sinusoidal' or a relative scheme to run on longer inputs"
+                )
+            return self.position_embeddings.weight[:t]
+        if cfg.pos == "sinusoidal":
+            return sinusoidal(t, cfg.d_model, cfg.pos_base).to(device)  # fixed: defined for any length
+        return torch.zeros(t, cfg.d_model, device=device)
+
+    def forward(self, input_ids, token_type_ids, keep, cache=None):
+        t = input_ids.shape[1]
+        word = self.word_embeddings(input_ids) * self.word_scale  # (B, T, d)
+        segment = self.token_type_embeddings(token_type_ids)       # (B, T, d)
+        position = self.position_table(t, input_ids.device).to(word.dtype).expand_as(word)  # (B, T, d)
+        if self.cfg.embed_combine == "sum":
+            summed = word + segment + position
+        else:
+            summed = self.combine(torch.cat([word, segment, position], dim=-1))  # (B, T, 3d) -> (B, T, d)
+        out = self.dropout(self.norm(summed, keep, cache, "embeddings.norm"))
+        if cache is not None:
+            cache.update({"embeddings.word": word, "embeddings.segment": segment, "embeddings.position": position,
+                          "embeddings.sum": summed, "embeddings.out": out})
+        return out
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with a fused input projection ([q | k | v], or [q | v] when q and k are shared)."""
+
+    def __init__(self, cfg: MiniBertConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.n_proj = 2 if cfg.qk == "shared" else 3
+        self.qkv = nn.Linear(cfg.d_model, self.n_proj * cfg.d_model)
+        self.output = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dropout_p = cfg.dropout
+        if cfg.pos in ("shaw", "relative_key_query"):
+            self.position = ShawRelative(cfg.d_head, cfg.rel_clip, key_query=cfg.pos == "relative_key_query")
+        elif cfg.pos == "rotary":
+            self.position = Rotary(cfg.d_head, cfg.pos_base)
+        elif cfg.pos == "alibi":
+            self.position = ALiBi(cfg.n_heads)
+        else:
+            self.position = None
+
+    def forward(self, x, keep, cache=None, name="attention"):
+        cfg = self.cfg
+        b, t, d = x.shape
+        proj = self.qkv(x).view(b, t, self.n_proj, cfg.n_heads, cfg.d_head).permute(2, 0, 3, 1, 4)  # (n_proj, B, H, T, dh)
+        if self.n_proj == 2:
+            q, v = proj[0], proj[1]
+            k = q  # shared W_q = W_k: the score matrix is symmetric
+        else:
+            q, k, v = proj[0], proj[1], proj[2]
+        bias = None
+        if self.position is not None:
+            q, k, bias = self.position(q, k, cfg.scale)
+        mask = self._mask(keep, t, x.device)  # (B, 1, T, T) bool, True = may attend; None = everything
+        if cache is None:
+            attn_mask = mask
+            if bias is not None:  # fold the bias into a float mask: one fused kernel handles both
+                attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=self.dropout_p if self.training else 0.0, scale=cfg.scale
+            )  # (B, H, T, dh)
+        else:
+            res = attention(q, k, v, mask=mask, scale=cfg.scale, bias=bias)
+            probs = F.dropout(res.probs, self.dropout_p, self.training)
+            out = torch.matmul(probs, v)  # (B, H, T, dh)
+            cache[f"{name}.q"], cache[f"{name}.k"], cache[f"{name}.v"] = q, k, v
+            cache[f"{name}.scores"], cache[f"{name}.probs"] = res.scores, res.probs
+        out = out.transpose(1, 2).reshape(b, t, d)  # (B, H, T, dh) -> (B, T, d)
+        return self.output(out)
+
+    def _mask(self, keep, t, device):
+        """(B, 1, T, T) bool, or None when nothing is masked (lets the fused kernel skip the mask)."""
+        if keep is None and not (self.cfg.causal or self.cfg.mask_self):
+            return None
+        mask = torch.ones(1, 1, 1, t, dtype=torch.bool, device=device) if keep is None else keep[:, None, None, :]
+        if self.cfg.causal:
+            mask = mask & torch.ones(t, t, dtype=torch.bool, device=device).tril()
+        if self.cfg.mask_self:
+            mask = mask & ~torch.eye(t, dtype=torch.bool, device=device)
+        return mask.expand(-1, 1, t, t)  # padding keys (and future / self, if asked) are never attended
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: MiniBertConfig) -> None:
+        super().__init__()
+        self.intermediate = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.output = nn.Linear(cfg.d_ff, cfg.d_model)
+
+    def forward(self, x):
+        return self.output(F.gelu(self.intermediate(x)))  # BERT's exact (erf) GELU
+
+
+class EncoderLayer(nn.Module):
+    """Post-norm (BERT, original Transformer): x = norm(x + sublayer(x)).
+    Pre-norm (Xiong et al. 2020): x = x + sublayer(norm(x))."""
+
+    def __init__(self, cfg: MiniBertConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.attention = SelfAttention(cfg)
+        self.attention_norm = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps)
+        self.ffn = FeedForward(cfg)
+        self.ffn_norm = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, keep, cache=None, name="layer0"):
+        res = 1.0 if self.cfg.residual else 0.0
+        a_norm = lambda h: self.attention_norm(h, keep, cache, f"{name}.attention_norm")  # noqa: E731
+        f_norm = lambda h: self.ffn_norm(h, keep, cache, f"{name}.ffn_norm")  # noqa: E731
+        if self.cfg.norm_placement == "post":
+            x = a_norm(res * x + self.dropout(self.attention(x, keep, cache, name)))
+            x = f_norm(res * x + self.dropout(self.ffn(x)))
+        else:
+            x = res * x + self.dropout(self.attention(a_norm(x), keep, cache, name))
+            x = res * x + self.dropout(self.ffn(f_norm(x)))
+        if cache is not None:
+            cache[f"{name}.hidden"] = x
+        return x
+
+
+class MiniBert(nn.Module):
+    def __init__(self, cfg: MiniBertConfig) -> None:
+        super().__init__()
+        if not isinstance(cfg, MiniBertConfig):
+            raise TypeError(f"MiniBert needs a MiniBertConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        d = cfg.d_model
+        self.embeddings = Embeddings(cfg)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        # Pre-norm leaves the residual stream unnormalised: a final norm is standard (Xiong et al. 2020).
+        self.final_norm = make_norm(cfg.norm if cfg.norm_placement == "pre" else "none", d, cfg.layer_norm_eps)
+        # MLM head as in BERT: dense + GELU + norm, then the decoder tied to the word embeddings (+ bias).
+        self.mlm_transform = nn.Linear(d, d)
+        self.mlm_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.mlm_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        # Classification on [CLS] (position 0): BERT's pooler (dense + tanh), then a linear classifier.
+        self.pooler = nn.Linear(d, d)
+        self.classifier = nn.Linear(d, cfg.n_classes)
+        self.apply(self._init_weights)
+        if cfg.embed_init_std is not None:
+            nn.init.normal_(self.embeddings.word_embeddings.weight, std=cfg.embed_init_std)
+
+    def _init_weights(self, module):
+        std = self.cfg.init_std
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    # -- inputs --------------------------------------------------------------------------------
+    def _validate(self, input_ids, token_type_ids, attention_mask):
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
+            raise ValueError(f"input_ids must be a (B, T) long tensor, got {getattr(input_ids, 'shape', type(input_ids))}")
+        b, t = input_ids.shape
+        if b == 0 or t == 0:
+            raise ValueError(f"input_ids is empty (shape {(b, t)}): there is nothing to encode")
+        lo, hi = int(input_ids.min()), int(input_ids.max())
+        if lo < 0 or hi >= self.cfg.vocab_size:
+            raise ValueError(f"input_ids must lie in [0, vocab_size={self.cfg.vocab_size}), got values in [{lo}, {hi}]")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        elif token_type_ids.shape != input_ids.shape:
+            raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != input_ids shape {(b, t)}")
+        elif int(token_type_ids.min()) < 0 or int(token_type_ids.max()) >= self.cfg.n_segments:
+            raise ValueError(f"token_type_ids must lie in [0, n_segments={self.cfg.n_segments})")
+        if attention_mask is None:
+            keep = None  # every token is real
+        else:
+            if attention_mask.shape != input_ids.shape:
+                raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {(b, t)}")
+            keep = attention_mask.bool()
+            empty = (~keep.any(dim=1)).nonzero().flatten().tolist()
+            if empty:
+                raise ValueError(f"sequence(s) {empty} have attention_mask all 0: no real token to attend to")
+            if keep.all():
+                keep = None
+        return token_type_ids, keep
+
+    # -- forward -------------------------------------------------------------------------------
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, return_internals=False) -> MiniBertOutput:
+        token_type_ids, keep = self._validate(input_ids, token_type_ids, attention_mask)
+        cache: dict[str, torch.Tensor] | None = {} if return_internals else None
+        x = self.embeddings(input_ids, token_type_ids, keep, cache)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, keep, cache, f"layer{i}")
+        x = self.final_norm(x, keep, cache, "final_norm")
+        return MiniBertOutput(x, cache if cache is not None else {})
+
+    def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, T, vocab): the decoder shares its weights with the word embeddings."""
+        h = self.mlm_norm(F.gelu(self.mlm_transform(hidden)))
+        return F.linear(h, self.embeddings.word_embeddings.weight, self.mlm_bias)
+
+    def class_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, n_classes), from the [CLS] position."""
+        return self.classifier(torch.tanh(self.pooler(hidden[:, 0])))
+
+    def num_parameters(self, include_heads: bool = False) -> int:
+        skip = () if include_heads else ("mlm_", "pooler", "classifier")
+        return sum(p.numel() for n, p in self.named_parameters() if not n.startswith(skip))

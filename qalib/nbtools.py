@@ -1,0 +1,85 @@
+"""Notebook plumbing shared by the tests, the benchmark and the static site (nbformat + nbclient).
+
+    python -m qalib.nbtools strip notebooks/*.ipynb    # remove outputs before committing
+    python -m qalib.nbtools run notebooks/01_*.ipynb   # execute headless, print time and ticks
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from qalib.claims import TICK
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def notebook_paths() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def has_outputs(nb) -> bool:
+    return any(c.cell_type == "code" and (c.get("outputs") or c.get("execution_count")) for c in nb.cells)
+
+
+def strip(path: Path) -> bool:
+    """Remove outputs, execution counts and widget state; return True if the file changed."""
+    nb = nbformat.read(path, as_version=4)
+    before = nbformat.writes(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None)
+    after = nbformat.writes(nb)
+    if after != before:
+        path.write_text(after)
+    return after != before
+
+
+def execute(path: Path, timeout: int = 180, store_widget_state: bool = False, env_cwd: Path | None = None):
+    """Run a notebook top to bottom in a fresh kernel; return (executed notebook, seconds).
+
+    Raises nbclient's CellExecutionError (with the failing cell and traceback) on any error.
+    `timeout` is per cell.
+    """
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+        store_widget_state=store_widget_state, resources={"metadata": {"path": str(env_cwd or Path(path).parent)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    return nb, time.perf_counter() - start
+
+
+def ticks(nb) -> int:
+    """How many claim checks printed their tick in an executed notebook."""
+    n = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                n += sum(line.startswith(TICK) for line in out.get("text", "").splitlines())
+    return n
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] not in ("strip", "run"):
+        print("usage: python -m qalib.nbtools strip|run NOTEBOOK...", file=sys.stderr)
+        return 2
+    for p in map(Path, argv[1:]):
+        if argv[0] == "strip":
+            print(("stripped " if strip(p) else "clean    ") + str(p))
+        else:
+            nb, secs = execute(p)
+            print(f"{p.name}: {secs:.1f} s, {ticks(nb)} claims checked")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,27 @@
+"""One look for every figure: seaborn's clean theme, perceptually uniform colour maps that survive grey print."""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import seaborn as sns
+
+SEQUENTIAL = "viridis"  # perceptually uniform, monotone in lightness: readable in greyscale
+DIVERGING = "RdBu_r"    # for signed quantities centred on 0 (differences, scores)
+PALETTE = "colorblind"
+
+
+def use_style(context: str = "notebook") -> None:
+    """Apply the house style. context='talk' enlarges everything for a classroom projector."""
+    if context not in ("paper", "notebook", "talk", "poster"):
+        raise ValueError(f"context must be one of paper/notebook/talk/poster, got {context!r}")
+    sns.set_theme(context=context, style="whitegrid", palette=PALETTE)
+    mpl.rcParams.update(
+        {
+            "image.cmap": SEQUENTIAL,
+            "figure.dpi": 90,
+            "figure.autolayout": False,
+            "figure.constrained_layout.use": True,
+            "axes.titleweight": "bold",
+            "savefig.bbox": "tight",
+        }
+    )

@@ -1,0 +1,161 @@
+"""Interactive demos as three layers: compute -> plot -> controls.
+
+    demo = Demo(compute=softmax_saturation, plot=plot_saturation,
+                controls={"a": FloatLogSlider(...)}, title="softmax([a, a, 2a])")
+    demo            # displays in a notebook
+
+The callback only calls `compute(**control_values)` and then `plot(fig, result)`; all logic lives in
+those two pure functions, which the unit tests call directly. Tests (and the benchmark) drive a demo
+without a browser: `demo.set(a=10.0)` changes a control exactly as a user would and redraws.
+
+If compute raises ValueError (a setting that makes no sense), the demo shows the message in place
+and keeps the last valid figure, instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ipywidgets as W
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+class Demo:
+    """A figure redrawn from the current values of named controls."""
+
+    def __init__(
+        self,
+        compute: Callable[..., Any],
+        plot: Callable[[matplotlib.figure.Figure, Any], None],
+        controls: Mapping[str, W.ValueWidget],
+        *,
+        title: str = "",
+        figsize: tuple[float, float] = (9.0, 3.6),
+        dpi: int = 90,
+    ) -> None:
+        if not callable(compute) or not callable(plot):
+            raise TypeError("compute and plot must be callables")
+        if not controls:
+            raise ValueError("a Demo needs at least one control")
+        for name, control in controls.items():
+            if not hasattr(control, "value"):
+                raise TypeError(f"control {name!r} has no .value; use an ipywidgets value widget")
+            if hasattr(control, "continuous_update"):
+                control.continuous_update = False  # redraw on release: smooth in class, no redraw storms
+            if not getattr(control, "description", ""):
+                control.description = name
+            control.style = {"description_width": "initial"}
+        self.compute = compute
+        self.plot = plot
+        self.controls = dict(controls)
+        self.figsize = figsize
+        self.dpi = dpi
+        self.redraws = 0
+        self.result: Any = None
+        self.error: str | None = None
+        self.last_redraw_s: float = float("nan")
+        self.image = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        self.message = W.HTML()
+        header = [W.HTML(f"<b>{title}</b>")] if title else []
+        self.widget = W.VBox(
+            header + [W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")), self.message, self.image]
+        )
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.redraw()
+
+    # -- what a user does -------------------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values: Any) -> "Demo":
+        """Set control values as a user would (each change redraws, as in the browser)."""
+        unknown = set(values) - set(self.controls)
+        if unknown:
+            raise KeyError(f"unknown control(s) {sorted(unknown)}; this demo has {sorted(self.controls)}")
+        for name, value in values.items():
+            self.controls[name].value = value
+        return self
+
+    # -- the callback -----------------------------------------------------------------------
+    def _on_change(self, _change) -> None:
+        self.redraw()
+
+    def redraw(self) -> None:
+        start = time.perf_counter()
+        try:
+            result = self.compute(**self.values())
+        except ValueError as err:
+            self.error = str(err)
+            self.message.value = (
+                f"<span style='color:#b35806'>&#9888; {err} (the figure still shows the last valid setting)</span>"
+            )
+            return
+        self.error = None
+        self.result = result
+        fig = plt.figure(figsize=self.figsize, dpi=self.dpi)
+        try:
+            self.plot(fig, result)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=self.dpi)
+        finally:
+            plt.close(fig)
+        self.image.value = buf.getvalue()
+        self.message.value = _note_html(result)
+        self.redraws += 1
+        self.last_redraw_s = time.perf_counter() - start
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def _note_html(result: Any) -> str:
+    """A compute result may carry a `note` (str) to show above the figure, e.g. 'd_k=1: nothing to scale'."""
+    note = result.get("note") if isinstance(result, Mapping) else getattr(result, "note", None)
+    return f"<span style='color:#2166ac'>{note}</span>" if note else ""
+
+
+def finite_values(result: Any) -> bool:
+    """True if every number inside a compute result (nested dicts, lists, arrays, tensors) is finite."""
+    import torch
+
+    if isinstance(result, torch.Tensor):
+        return bool(torch.isfinite(result.float()).all()) if result.is_floating_point() else True
+    if isinstance(result, np.ndarray):
+        return bool(np.isfinite(result).all()) if np.issubdtype(result.dtype, np.number) else True
+    if isinstance(result, (float, int, np.number)) and not isinstance(result, bool):
+        return bool(np.isfinite(result))
+    if isinstance(result, Mapping):
+        return all(finite_values(v) for v in result.values())
+    if isinstance(result, (list, tuple)):
+        return all(finite_values(v) for v in result)
+    if hasattr(result, "__dataclass_fields__"):
+        return all(finite_values(getattr(result, f)) for f in result.__dataclass_fields__)
+    return True
+
+
+def sweep_values(control: W.ValueWidget, n: int = 6) -> list[Any]:
+    """Values a user could give a control: both ends of its range and points between (for tests and the benchmark)."""
+    if isinstance(control, (W.Dropdown, W.RadioButtons, W.ToggleButtons, W.SelectionSlider, W.Select)):
+        values = [v if not isinstance(v, tuple) else v[1] for v in control.options]
+        return [values[i % len(values)] for i in range(max(n, len(values)))]
+    if isinstance(control, (W.Checkbox, W.ToggleButton)):
+        return [not control.value, control.value] * max(1, n // 2)
+    if isinstance(control, (W.FloatLogSlider,)):
+        exps = np.linspace(control.min, control.max, n)
+        return [float(control.base ** e) for e in exps]
+    if isinstance(control, (W.IntSlider, W.BoundedIntText)):
+        return sorted({int(round(v)) for v in np.linspace(control.min, control.max, n)})
+    if isinstance(control, (W.FloatSlider, W.BoundedFloatText)):
+        return [float(v) for v in np.linspace(control.min, control.max, n)]
+    if isinstance(control, (W.IntRangeSlider, W.FloatRangeSlider)):
+        lo, hi = control.min, control.max
+        return [(lo, hi), (lo, lo + (hi - lo) / 2), (lo + (hi - lo) / 2, hi)]
+    return [control.value]

