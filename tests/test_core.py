@@ -106,3 +106,18 @@ def test_finite_values():
     assert finite_values({"a": [1.0, np.ones(2)], "b": torch.zeros(3)})
     assert not finite_values({"a": [1.0, np.array([np.nan])]})
     assert not finite_values(torch.tensor([float("inf")]))
+
+
+def test_quiz_grades_and_reports():
+    from qalib.quiz import Question, Quiz, grade
+
+    q = Question("2 + 2?", ["3", "4"], 1, "Arithmetic.")
+    assert grade(q, 1)[0] and not grade(q, 0)[0] and "4" in grade(q, 0)[1]
+    assert grade(q, None) == (False, "Pick an answer first.")
+    quiz = Quiz([q])
+    quiz.choices[0].value = 0
+    assert quiz.check(0) is False and "Not quite" in quiz.feedback[0].value
+    quiz.choices[0].value = 1
+    assert quiz.check(0) is True
+    with pytest.raises(ValueError, match="answer index"):
+        Question("?", ["a", "b"], 2, "")
