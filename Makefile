@@ -8,9 +8,17 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test test-fast bench site present lock clean-venv strip
+.PHONY: setup browser lab test test-fast bench site present lock clean-venv strip
 
-setup: $(STAMP)
+setup: $(STAMP) browser
+
+# Debian's Chromium for the browser tests (never `playwright install`: it downloads its own browser).
+# Installed only where we are root with apt; elsewhere the browser tests skip with a message.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	fi
 
 # Re-runs only when the dependency files change, so a second `make setup` takes well under a second.
 $(STAMP): pyproject.toml requirements/constraints.txt
@@ -34,6 +42,11 @@ test-fast: setup
 
 bench: setup
 	$(PY) -m qalib.bench
+
+# Presenter view for class: demos and figures without the code, large type. NB=01_scaled_attention
+NB ?= 01_scaled_attention
+present: setup
+	QALIB_STYLE=talk $(VENV)/bin/voila notebooks/$(NB).ipynb --strip_sources=True
 
 site: setup
 	$(PY) -m qalib.site

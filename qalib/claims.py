@@ -28,6 +28,9 @@ class CheckedClaim:
     def __str__(self) -> str:
         return f"{TICK} {self.claim} — measured: {format_value(self.measured)}"
 
+    def _ipython_display_(self) -> None:
+        """The tick line was already printed; a check at the end of a cell adds no Out[] echo."""
+
 
 def format_value(value: object) -> str:
     """Readable numbers: 4 significant digits, arrays shortened, tensors as lists."""

@@ -56,6 +56,7 @@ class Quiz:
             self.feedback.append(feedback)
             rows.append(W.VBox([W.HTML(f"<b>Q{i + 1}.</b> {q.prompt}"), choice, button, feedback]))
         self.widget = W.VBox(rows)
+        self.widget.add_class("qalib-quiz")
 
     def check(self, i: int) -> bool:
         correct, text = grade(self.questions[i], self.choices[i].value)

@@ -36,7 +36,7 @@ class Demo:
         *,
         title: str = "",
         figsize: tuple[float, float] = (9.0, 3.6),
-        dpi: int = 90,
+        dpi: int | None = None,
     ) -> None:
         if not callable(compute) or not callable(plot):
             raise TypeError("compute and plot must be callables")
@@ -54,7 +54,7 @@ class Demo:
         self.plot = plot
         self.controls = dict(controls)
         self.figsize = figsize
-        self.dpi = dpi
+        self.dpi = dpi or int(matplotlib.rcParams["figure.dpi"])  # use_style("talk") raises it for projectors
         self.redraws = 0
         self.result: Any = None
         self.error: str | None = None
@@ -65,6 +65,7 @@ class Demo:
         self.widget = W.VBox(
             header + [W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")), self.message, self.image]
         )
+        self.widget.add_class("qalib-demo")  # the browser test and the static site find demos by this class
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.redraw()
@@ -105,7 +106,9 @@ class Demo:
             fig.savefig(buf, format="png", dpi=self.dpi)
         finally:
             plt.close(fig)
-        self.image.value = buf.getvalue()
+        png = buf.getvalue()
+        self.image.value = png
+        self.image.width = str(int.from_bytes(png[16:20], "big"))  # natural pixel width (PNG header): no up-scaling
         self.message.value = _note_html(result)
         self.redraws += 1
         self.last_redraw_s = time.perf_counter() - start

@@ -1,0 +1,174 @@
+"""Every notebook as a person uses it: JupyterLab in headless Chromium, Run All, move each demo's control.
+
+Needs Debian's chromium at /usr/bin/chromium (`make setup` installs it where it can: as root with apt).
+Screenshots go to artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from qalib.nbtools import notebook_paths
+
+from lab_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SCREENSHOTS, server
+
+pytestmark = pytest.mark.browser
+NOTEBOOKS = [p.name for p in notebook_paths()]
+
+if not Path(CHROMIUM).exists():
+    if os.environ.get("CI"):
+        raise RuntimeError(f"{CHROMIUM} is missing on CI: `make setup` should have installed Debian's chromium")
+    pytest.skip(f"{CHROMIUM} not installed (make setup installs it when run as root with apt)", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def lab():
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with server("lab") as (url, token):
+        yield url, token
+
+
+def _wait(predicate, timeout: float, what: str, poll: float = 0.25):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(poll)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _kernel_idle(page) -> bool:
+    status = page.locator(".jp-StatusBar-Widget").all_inner_texts()
+    busy_prompts = page.locator(".jp-InputPrompt:has-text('[*]')").count()
+    return any("Idle" in s for s in status) and busy_prompts == 0
+
+
+def _wait_idle(page, timeout: float, stable_polls: int = 4):
+    """Idle for several polls in a row: the kernel flips to idle between queued cells."""
+    count = [0]
+
+    def stable():
+        count[0] = count[0] + 1 if _kernel_idle(page) else 0
+        return count[0] >= stable_polls
+
+    _wait(stable, timeout, "the kernel to become idle")
+
+
+def _errors(page) -> list[str]:
+    selector = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']"
+    return page.locator(selector).all_inner_texts()
+
+
+def _menu(page, top: str, item: str):
+    page.locator(".lm-MenuBar-itemLabel", has_text=top).first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=item).first.click()
+
+
+def _image_src(demo) -> str:
+    img = demo.locator("img").last
+    return img.get_attribute("src") or ""
+
+
+def _move_control(page, demo) -> str:
+    """Change the first control of a demo as a user would; return what was done."""
+    slider = demo.locator(".widget-slider .noUi-handle").first
+    if slider.count():
+        slider.focus()
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+        if demo.locator(".widget-slider .noUi-handle").first.get_attribute("aria-valuenow") == slider.get_attribute("aria-valuemax"):
+            for _ in range(6):
+                page.keyboard.press("ArrowLeft")
+        return "slider"
+    select = demo.locator("select").first
+    if select.count():
+        options = select.locator("option").all_inner_texts()
+        current = select.input_value()
+        values = [o for o in select.locator("option").evaluate_all("os => os.map(o => o.value)")]
+        target = next(v for v in values if v != current) if len(values) > 1 else current
+        select.select_option(target)
+        return f"dropdown ({len(options)} options)"
+    toggle = demo.locator(".widget-toggle-button, .widget-checkbox input").first
+    if toggle.count():
+        toggle.click()
+        return "toggle"
+    text = demo.locator(".widget-text input").first
+    if text.count():
+        text.fill("The quick brown fox jumps over the lazy dog.")
+        text.press("Enter")
+        return "text"
+    raise AssertionError("demo has no control the test knows how to move")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_and_every_demo_responds(browser, lab, name):
+    url, token = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(f"{url}/lab/tree/notebooks/{name}?reset&token={token}")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+        _wait_idle(page, 90)
+        toast = page.locator(".jp-toast-button:text-is('No')")
+        if toast.count():
+            toast.first.click()
+        _menu(page, "Run", "Run All Cells")
+        _wait(lambda: page.locator(".jp-InputPrompt:has-text('[*]')").count() > 0 or page.locator(".jp-OutputArea-output").count() > 0,
+              60, "execution to start")
+        _wait_idle(page, 400)
+        assert not _errors(page), f"{name}: a cell shows an error:\n{_errors(page)[0][:2000]}"
+        demos = page.locator(".qalib-demo")
+        n = demos.count()
+        if not name.startswith("00_"):
+            assert n >= 2, f"{name}: expected at least 2 demos, found {n}"
+        for i in range(n):
+            demo = demos.nth(i)
+            demo.scroll_into_view_if_needed()
+            _wait(lambda: _image_src(demo).startswith("blob:") or _image_src(demo).startswith("data:"), 30, "the demo figure")
+            before = _image_src(demo)
+            how = _move_control(page, demo)
+            _wait(lambda: _image_src(demo) != before or bool(demo.locator(".widget-html").all_inner_texts()[-1:]
+                                                             and "\u26a0" in demo.locator(".widget-html").all_inner_texts()[-1]),
+                  30, f"demo {i} ({how}) to redraw")
+            _wait_idle(page, 60)
+            assert _image_src(demo) != before, f"{name}: demo {i} did not redraw after moving its {how}"
+        assert not _errors(page), f"{name}: an error appeared while moving controls:\n{_errors(page)[0][:2000]}"
+        page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"), full_page=False)
+    finally:
+        page.close()
+
+
+@pytest.mark.timeout(300)
+def test_presenter_view_hides_code_and_controls_work(browser):
+    topic = [n for n in NOTEBOOKS if not n.startswith("00_")]
+    name = topic[0] if topic else NOTEBOOKS[0]
+    with server("voila", notebook=name) as (url, token):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{url}/?token={token}", timeout=240_000)
+            page.wait_for_selector(".qalib-demo img", timeout=240_000)
+            assert page.locator(".jp-InputArea-editor:visible").count() == 0, "the presenter view shows code"
+            demo = page.locator(".qalib-demo").first
+            _wait(lambda: bool(_image_src(demo)), 30, "the demo figure")
+            before = _image_src(demo)
+            _move_control(page, demo)
+            _wait(lambda: _image_src(demo) != before, 60, "the presenter demo to redraw")
+            page.screenshot(path=str(SCREENSHOTS / f"presenter-{Path(name).stem}.png"))
+        finally:
+            page.close()

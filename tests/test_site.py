@@ -1,0 +1,38 @@
+"""The static site renders widgets from saved state into plain HTML (no kernel, no CDN)."""
+
+import base64
+
+import nbformat
+
+from qalib.site import index_page, render_widget, staticize
+
+PNG = base64.b64encode(b"\x89PNG fake").decode()
+STATE = {
+    "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_img", "IPY_MODEL_html"]}},
+    "slider": {"model_name": "FloatLogSliderModel", "state": {"description": "d_k", "value": 64.0}},
+    "img": {"model_name": "ImageModel", "state": {"format": "png", "width": "400"},
+            "buffers": [{"path": ["value"], "data": PNG, "encoding": "base64"}]},
+    "html": {"model_name": "HTMLModel", "state": {"value": "<b>note</b>"}},
+}
+
+
+def test_render_widget_tree():
+    out = render_widget("box", STATE)
+    assert "<b>d_k</b> 64" in out and f"base64,{PNG}" in out and "<b>note</b>" in out and "width='400'" in out
+
+
+def test_staticize_replaces_views_and_drops_state():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("demo")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "box", "version_major": 2, "version_minor": 0}})]
+    nb.cells.append(cell)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": STATE}}
+    assert staticize(nb) == 1
+    assert "widgets" not in nb.metadata and "text/html" in nb.cells[0].outputs[0]["data"]
+
+
+def test_index_lists_built_notebooks_with_short_answers():
+    page = index_page({"01_scaled_attention": (12.0, 9)})
+    assert "01_scaled_attention.html" in page and "sqrt(d_k)" in page and "9 claims" in page
+    assert "02_sin_cos_positions.html" not in page
