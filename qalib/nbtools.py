@@ -58,14 +58,39 @@ def execute(path: Path, timeout: int = 180, store_widget_state: bool = False, en
     return nb, time.perf_counter() - start
 
 
-def ticks(nb) -> int:
-    """How many claim checks printed their tick in an executed notebook."""
-    n = 0
+def execute_twice(path: Path, timeout: int = 180):
+    """Run every cell, then every cell again, in ONE kernel (a student re-running the notebook).
+
+    Returns (notebook after the second run, tick lines of run 1, tick lines of run 2, seconds of run 1).
+    """
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                            resources={"metadata": {"path": str(Path(path).parent)}})
+    runs, first_secs = [], 0.0
+    with client.setup_kernel():
+        for run in range(2):
+            start = time.perf_counter()
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+            if run == 0:
+                first_secs = time.perf_counter() - start
+            runs.append(tick_lines(nb))
+    return nb, runs[0], runs[1], first_secs
+
+
+def tick_lines(nb) -> list[str]:
+    """The lines printed by claim checks, in order."""
+    lines = []
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
-                n += sum(line.startswith(TICK) for line in out.get("text", "").splitlines())
-    return n
+                lines += [line for line in out.get("text", "").splitlines() if line.startswith(TICK)]
+    return lines
+
+
+def ticks(nb) -> int:
+    """How many claim checks printed their tick in an executed notebook."""
+    return len(tick_lines(nb))
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 
-from qalib.nbtools import execute, has_outputs, notebook_paths, ticks
+from qalib.nbtools import execute_twice, has_outputs, notebook_paths
 
 from conftest import NOTEBOOK_TIMES
 
@@ -24,9 +24,11 @@ def test_committed_without_outputs(path):
 @pytest.mark.notebook
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
-def test_notebook_executes(path):
-    nb, seconds = execute(path, timeout=300)
-    n = ticks(nb)
-    NOTEBOOK_TIMES[path.name] = (seconds, n)
+def test_notebook_executes_twice_with_the_same_claims(path):
+    """Top to bottom in a fresh kernel, then again in the same kernel: same checks, same measured values."""
+    _, first, second, seconds = execute_twice(path, timeout=300)
+    NOTEBOOK_TIMES[path.name] = (seconds, len(first))
     if not path.name.startswith("00_"):
-        assert n >= 5, f"{path.name} checked only {n} claims; every topic notebook verifies its claims"
+        assert len(first) >= 8, f"{path.name} checked only {len(first)} claims; every topic notebook verifies its claims"
+    changed = [(a, b) for a, b in zip(first, second) if a != b]
+    assert len(first) == len(second) and not changed, f"{path.name}: re-running changed a claim: {changed[:3]}"
