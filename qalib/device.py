@@ -9,13 +9,15 @@ import torch
 _ALLOWED = ("cpu", "cuda", "mps")
 
 
-def get_device(preferred: str | None = None) -> torch.device:
+def get_device(preferred: str | torch.device | None = None) -> torch.device:
     """Return the device to use.
 
     Order: the `preferred` argument, then the environment variable QALIB_DEVICE, then CUDA, MPS, CPU.
     A requested device that is not available raises ValueError instead of silently falling back,
     so a teacher who asked for the GPU knows they did not get it.
     """
+    if isinstance(preferred, torch.device):
+        preferred = str(preferred)
     choice = preferred if preferred is not None else os.environ.get("QALIB_DEVICE")
     if choice:
         kind = choice.split(":")[0].strip().lower()

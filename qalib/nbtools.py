@@ -94,14 +94,18 @@ def ticks(nb) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] not in ("strip", "run"):
-        print("usage: python -m qalib.nbtools strip|run NOTEBOOK...", file=sys.stderr)
-        return 2
-    for p in map(Path, argv[1:]):
-        if argv[0] == "strip":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m qalib.nbtools")
+    parser.add_argument("command", choices=["strip", "run"])
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--timeout", type=int, default=180, help="seconds per cell for `run` (default 180)")
+    args = parser.parse_args(argv)
+    for p in args.notebooks:
+        if args.command == "strip":
             print(("stripped " if strip(p) else "clean    ") + str(p))
         else:
-            nb, secs = execute(p)
+            nb, secs = execute(p, timeout=args.timeout)
             print(f"{p.name}: {secs:.1f} s, {ticks(nb)} claims checked")
     return 0
 

@@ -35,7 +35,7 @@ class TrainConfig:
     log_every: int = 10          # record loss/accuracy/grad norms every N steps
     entropy_every: int = 0       # record attention entropy every N steps (0: never; costs an extra forward)
     progress: bool = False
-    device: str | None = None    # None: qalib.get_device()
+    device: str | torch.device | None = None  # None: qalib.get_device()
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "log_every"):
