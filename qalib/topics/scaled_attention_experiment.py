@@ -1,0 +1,139 @@
+"""Notebook 01, section 5: train a one-layer attention model with three logit scales on a retrieval task.
+
+    task = RecallTask(n_keys=4, n_values=4)
+    res = scale_ablation(seeds=(0, 1, 2), steps=150)
+    res["final_loss"]["none"]     # one number per seed
+
+The task needs content-based retrieval: the query token names a key; the model must find the one
+pair token carrying that key and copy it. One attention layer can do it only with a sharp attention
+pattern, so the logit scale (Vaswani et al. 2017, sec. 3.2.1) decides how easily it gets there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from qalib.config import MiniBertConfig
+from qalib.data import CLS, IGNORE, N_SPECIAL, Batch
+from qalib.model import MiniBert
+from qalib.train import TrainConfig, train
+
+SCALES = ("inv_sqrt_dk", "none", "inv_dk")
+
+
+@dataclass
+class RecallTask:
+    """[CLS] p_1 .. p_K query; p_j encodes (key_j, value_j), keys a random permutation, values random.
+
+    Pair token for (key k, value v): N_SPECIAL + k * n_values + v. Query token for key k:
+    N_SPECIAL + n_keys * n_values + k. The only label is at the query position: the pair token with
+    that key. Knowing the key alone gives accuracy 1 / n_values; retrieving the pair gives 1.
+    """
+
+    n_keys: int = 4
+    n_values: int = 4
+
+    def __post_init__(self):
+        for name in ("n_keys", "n_values"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 2:
+                raise ValueError(f"RecallTask.{name} must be an int >= 2, got {v!r}")
+
+    @property
+    def vocab_size(self) -> int:
+        return N_SPECIAL + self.n_keys * self.n_values + self.n_keys
+
+    def batch(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
+        b, k_n, v_n = batch_size, self.n_keys, self.n_values
+        keys = torch.argsort(torch.rand(b, k_n, generator=generator), dim=1)      # (B, K) permutation of keys
+        values = torch.randint(v_n, (b, k_n), generator=generator)                  # (B, K)
+        pairs = N_SPECIAL + keys * v_n + values                                    # (B, K) pair tokens
+        pick = torch.randint(k_n, (b,), generator=generator)                       # which pair is asked for
+        rows = torch.arange(b)
+        query = N_SPECIAL + k_n * v_n + keys[rows, pick]                            # (B,)
+        ids = torch.cat([torch.full((b, 1), CLS), pairs, query[:, None]], dim=1)    # (B, K + 2)
+        labels = torch.full_like(ids, IGNORE)
+        labels[:, -1] = pairs[rows, pick]
+        return Batch(ids, torch.zeros_like(ids), torch.ones_like(ids), labels, "token")
+
+
+def recall_config(d_model: int = 64, n_heads: int = 1, task: RecallTask | None = None, init_std: float | None = None,
+                  attn_scale="inv_sqrt_dk") -> MiniBertConfig:
+    """One layer, large per-head d_k. init_std None: d_model ** -0.5, so q and k start with ~unit-variance
+    components, the footnote's assumption (BERT's 0.02 would start every variant with near-zero logits)."""
+    task = task or RecallTask()
+    std = d_model ** -0.5 if init_std is None else init_std
+    return MiniBertConfig(vocab_size=task.vocab_size, d_model=d_model, n_layers=1, n_heads=n_heads, d_ff=d_model,
+                          max_len=task.n_keys + 2, attn_scale=attn_scale, init_std=std, embed_init_std=0.02)
+
+
+def train_variant(scale, seed: int, steps: int = 200, d_model: int = 64, n_heads: int = 1, batch_size: int = 32,
+                  lr: float = 3e-3, task: RecallTask | None = None, log_every: int = 10, device=None) -> dict:
+    """Train one model; return loss/accuracy curves, attention entropy and the W_q/W_k gradient norm."""
+    task = task or RecallTask()
+    torch.manual_seed(seed)
+    model = MiniBert(recall_config(d_model, n_heads, task, attn_scale=scale))
+    qk_grad: list[float] = []
+    w = model.layers[0].attention.qkv.weight  # (3d, d): rows [q | k | v]
+    handle = w.register_hook(lambda g: qk_grad.append(float(g[: 2 * d_model].norm())))
+    try:
+        hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, seed=seed,
+                                              log_every=log_every, entropy_every=log_every,
+                                              device=None if device is None else str(device)))  # TrainConfig wants a str
+    finally:
+        handle.remove()
+    return {"step": np.array(hist.step), "loss": np.array(hist.loss), "accuracy": np.array(hist.accuracy),
+            "entropy_step": np.array(hist.entropy_step), "entropy": np.array([e[0] for e in hist.attn_entropy]),
+            "qk_grad": np.array(qk_grad)[np.array(hist.step)]}
+
+
+def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: int = 64, n_heads: int = 1,
+                   batch_size: int = 32, lr: float = 3e-3, n_keys: int = 4, n_values: int = 4, device=None) -> dict:
+    """Every scale x every seed. Arrays are (n_seeds, n_logged). final_* are the mean of the last 3 logs per seed."""
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed")
+    for s in scales:
+        if s not in SCALES:
+            raise ValueError(f"scales must be drawn from {SCALES}, got {s!r}")
+    if not isinstance(steps, int) or steps < 20:
+        raise ValueError(f"steps must be an int >= 20, got {steps!r}")
+    task = RecallTask(n_keys, n_values)
+    out = {"scales": list(scales), "seeds": list(seeds), "d_k": d_model // n_heads, "runs": {},
+           "chance_loss": math.log(task.n_keys * task.n_values), "key_only_loss": math.log(task.n_values)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # models this small run no slower on one CPU thread, and far faster on a busy machine
+    try:
+        for s in scales:
+            runs = [train_variant(s, seed, steps, d_model, n_heads, batch_size, lr, task, device=device) for seed in seeds]
+            out["runs"][s] = {k: np.stack([r[k] for r in runs]) for k in runs[0]}
+    finally:
+        torch.set_num_threads(threads)
+    out["final_loss"] = {s: out["runs"][s]["loss"][:, -3:].mean(1) for s in scales}
+    out["final_accuracy"] = {s: out["runs"][s]["accuracy"][:, -3:].mean(1) for s in scales}
+    out["initial_entropy"] = {s: out["runs"][s]["entropy"][:, 0] for s in scales}
+    out["initial_qk_grad"] = {s: out["runs"][s]["qk_grad"][:, 0] for s in scales}
+    out["late_qk_grad"] = {s: out["runs"][s]["qk_grad"][:, -5:].mean(1) for s in scales}
+    out["final_entropy"] = {s: out["runs"][s]["entropy"][:, -3:].mean(1) for s in scales}
+    out["max_entropy"] = math.log(task.n_keys + 2)  # uniform over [CLS], the pairs and the query
+    return out
+
+
+def plot_ablation(fig, res) -> None:
+    """Loss, attention entropy and W_q/W_k gradient norm over training: mean over seeds, band = min..max."""
+    axes = fig.subplots(1, 3)
+    panels = [("loss", "step", "training loss (nats)", "loss"), ("entropy", "entropy_step", "attention entropy (nats)",
+              "attention entropy"), ("qk_grad", "step", "||grad W_q, W_k|| (log scale)", "gradient norm at W_q, W_k")]
+    for ax, (key, xkey, ylabel, title) in zip(axes, panels):
+        for i, s in enumerate(res["scales"]):
+            r = res["runs"][s]
+            y, x = r[key], r[xkey][0]
+            ax.plot(x, y.mean(0), color=f"C{i}", label=s)
+            ax.fill_between(x, y.min(0), y.max(0), color=f"C{i}", alpha=0.25)
+        ax.set(xlabel="training step", ylabel=ylabel, title=title)
+    axes[0].axhline(res["key_only_loss"], color="grey", ls=":", label="knows key only")
+    axes[2].set_yscale("log")
+    axes[0].legend(fontsize=8)
