@@ -1,0 +1,345 @@
+"""Notebook 04: why BERT can add its token, segment and position embeddings.
+
+Compute functions are pure and seeded (tables in, numbers out); plot functions draw on a figure;
+demo factories build the notebook's widgets. The training experiment lives in embedding_sum_experiment.py.
+
+    lookup_identity      E[t] + S[s] + P[p] == [onehot(t) | onehot(s) | onehot(p)] @ vstack(E, S, P)
+    param_counts         summing vs concatenating-then-projecting, for any sizes (BERT-base in BERT_BASE)
+    fold_concat          a concat-then-project MiniBert rewritten as a sum of three projected tables
+    gradient_check       autograd: every table row receives the same upstream gradient dL/dx
+    probe_sum            random tables, summed; a least-squares probe reads each part back out
+    embedding_parts      the real model's word / segment / position parts, sum and LayerNorm output
+    pair_demo, probe_demo
+
+The pretrained-table analyses (principal angles, probes, TUPE's four score terms) and the training
+experiment live in embedding_sum_experiment.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import ipywidgets as W
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from qalib.widgets import Demo
+
+BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
+
+
+def int_arg(name: str, value, lo: int, hi: int | None = None) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
+        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be an int in {rng}, got {value!r}")
+    return int(value)
+
+
+def random_tables(vocab_size: int, n_segments: int, n_positions: int, d_model: int, seed: int = 0,
+                  dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Three Gaussian tables with entries N(0, 1/d): every row has norm about 1."""
+    for name, v in (("vocab_size", vocab_size), ("n_segments", n_segments), ("n_positions", n_positions), ("d_model", d_model)):
+        int_arg(name, v, 1)
+    g = torch.Generator().manual_seed(seed)
+    std = d_model ** -0.5
+    return tuple(torch.randn(n, d_model, generator=g, dtype=dtype) * std for n in (vocab_size, n_segments, n_positions))
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. The identity, the parameter count, the concat view, the gradient view
+# ---------------------------------------------------------------------------------------------
+def lookup_identity(E, S, P, tokens, segments, positions) -> dict:
+    """Sum of three lookups vs one big one-hot vector times the stacked tables."""
+    tokens, segments, positions = (torch.as_tensor(x).long().reshape(-1) for x in (tokens, segments, positions))
+    if not (len(tokens) == len(segments) == len(positions)):
+        raise ValueError(f"tokens, segments, positions must have equal length, got {len(tokens)}, {len(segments)}, {len(positions)}")
+    for name, ids, table in (("tokens", tokens, E), ("segments", segments, S), ("positions", positions, P)):
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
+            raise ValueError(f"{name} must lie in [0, {table.shape[0]}), got [{int(ids.min())}, {int(ids.max())}]")
+    lookups = E[tokens] + S[segments] + P[positions]                                  # (n, d)
+    onehot = torch.cat([F.one_hot(tokens, E.shape[0]), F.one_hot(segments, S.shape[0]),
+                        F.one_hot(positions, P.shape[0])], dim=-1).to(E.dtype)       # (n, V + S + P)
+    stacked = torch.cat([E, S, P], dim=0)                                             # (V + S + P, d)
+    product = onehot @ stacked
+    return {"lookups": lookups, "product": product, "ones_per_row": onehot.sum(-1),
+            "max_abs_diff": float((lookups - product).abs().max())}
+
+
+def param_counts(vocab_size: int, n_segments: int, n_positions: int, d_model: int) -> dict:
+    """Embedding parameters: three d-wide tables summed, vs the same tables concatenated and projected 3d -> d."""
+    v, s, p, d = (int_arg(n, x, 1) for n, x in (("vocab_size", vocab_size), ("n_segments", n_segments),
+                                              ("n_positions", n_positions), ("d_model", d_model)))
+    tables = (v + s + p) * d
+    projection = 3 * d * d + d  # weight (d, 3d) + bias (d,)
+    return {"sum": tables, "concat_project": tables + projection, "extra": projection,
+            "extra_fraction": projection / tables}
+
+
+@torch.no_grad()
+def fold_concat(model, input_ids, token_type_ids) -> dict:
+    """A concat-then-project model equals a summing model with tables E W_E^T + b, S W_S^T, P W_P^T.
+
+    W = [W_E | W_S | W_P] is the (d, 3d) projection; a linear map of a concatenation is a sum of
+    per-part maps, so the concat variant is a sum of three re-parameterised tables (BERT's sum is W = [I | I | I]).
+    """
+    emb = model.embeddings
+    if model.cfg.embed_combine != "concat":
+        raise ValueError("fold_concat needs a MiniBert with embed_combine='concat'")
+    d = model.cfg.d_model
+    w, b = emb.combine.weight, emb.combine.bias                     # (d, 3d), (d,)
+    t = input_ids.shape[1]
+    E2 = emb.word_embeddings.weight @ w[:, :d].T + b                # bias folded into the word table
+    S2 = emb.token_type_embeddings.weight @ w[:, d:2 * d].T
+    P2 = emb.position_table(t, input_ids.device) @ w[:, 2 * d:].T
+    folded = E2[input_ids] + S2[token_type_ids] + P2[None, :t]
+    summed = model(input_ids, token_type_ids, return_internals=True).internals["embeddings.sum"]
+    return {"folded": folded, "model_sum": summed, "max_abs_diff": float((folded - summed).abs().max())}
+
+
+def gradient_check(seq_len: int = 6, d_model: int = 8, seed: int = 0) -> dict:
+    """Autograd through LayerNorm + a random readout: the gradient reaching E[t], S[s], P[p] at one token is dL/dx."""
+    int_arg("seq_len", seq_len, 1, 64)
+    int_arg("d_model", d_model, 2)
+    E, S, P = (t.requires_grad_() for t in random_tables(20, 2, 64, d_model, seed))
+    g = torch.Generator().manual_seed(seed + 1)
+    tokens = torch.randint(20, (seq_len,), generator=g)
+    segments = (torch.arange(seq_len) >= seq_len // 2).long()
+    positions = torch.arange(seq_len)
+    x = E[tokens] + S[segments] + P[positions]                       # (T, d)
+    x.retain_grad()
+    readout = torch.randn(d_model, 3, generator=g, dtype=x.dtype)
+    loss = torch.tanh(F.layer_norm(x, (d_model,)) @ readout).pow(2).sum()
+    loss.backward()
+    up = x.grad                                                      # (T, d): the upstream gradient dL/dx
+    expected_E = torch.zeros_like(E).index_add_(0, tokens, up)       # a token used twice collects both gradients
+    expected_S = torch.zeros_like(S).index_add_(0, segments, up)
+    return {"upstream": up.detach(), "position_rows": P.grad[:seq_len].detach(),
+            "err_position": float((P.grad[:seq_len] - up).abs().max()),
+            "err_word": float((E.grad - expected_E).abs().max()), "err_segment": float((S.grad - expected_S).abs().max()),
+            "unused_position_grad": float(P.grad[seq_len:].abs().max()) if seq_len < 64 else 0.0,
+            "upstream_norm": float(up.norm())}
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Why the parts survive the sum: near-orthogonality and a linear probe
+# ---------------------------------------------------------------------------------------------
+def cosines(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """All pairwise cosines between rows of A and rows of B, flattened (diagonal dropped when A is B)."""
+    c = F.normalize(A, dim=-1) @ F.normalize(B, dim=-1).T
+    if A is B:
+        c = c[~torch.eye(len(A), dtype=torch.bool)]
+    return c.reshape(-1)
+
+
+def fit_probe(X: torch.Tensor, y, n_classes, ridge: float = 1e-5) -> torch.Tensor:
+    """Least-squares linear probe with a bias: (d + 1, C) weights mapping X to one-hot targets (argmax predicts).
+
+    y, n_classes may be lists (several probes on the same X): one Gram matrix, one solve, weights side by side."""
+    ys, cs = (list(y), list(n_classes)) if isinstance(n_classes, (list, tuple)) else ([y], [n_classes])
+    Xb = torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype)], dim=1)  # (N, d + 1)
+    gram = Xb.T @ Xb                                                   # (d + 1, d + 1)
+    rhs = torch.cat([torch.zeros(c, Xb.shape[1], dtype=X.dtype).index_add_(0, yy, Xb)  # (onehot(y)^T X)
+                     for yy, c in zip(ys, cs)], dim=0).T                                # (d + 1, sum C)
+    gram, rhs = gram.double(), rhs.double()                         # the small solve in float64: sums can be rank-deficient
+    eye, scale = torch.eye(len(gram), dtype=gram.dtype), gram.diagonal().mean()
+    for lam in (ridge, ridge * 100, ridge * 1e4):  # float32 Gram errors can make a rank-deficient Gram slightly indefinite
+        chol, info = torch.linalg.cholesky_ex(gram + lam * scale * eye)
+        if info == 0:
+            break
+    return torch.cholesky_solve(rhs, chol).to(X.dtype)
+
+
+def probe_accuracy(Wp: torch.Tensor, X: torch.Tensor, y: torch.Tensor) -> float:
+    return float(((X @ Wp[:-1] + Wp[-1]).argmax(-1) == y).double().mean())
+
+
+def probe_sum(d_model: int = 64, n_tokens: int = 100, n_positions: int = 64, n_segments: int = 2,
+              n_train: int = 2000, n_test: int = 500, seed: int = 0) -> dict:
+    """Sum random token/segment/position rows; fit one linear probe per part on the sums; test on fresh sums."""
+    d = int_arg("d_model", d_model, 1, 4096)
+    v, p, s = int_arg("n_tokens", n_tokens, 1, 5000), int_arg("n_positions", n_positions, 1, 5000), int_arg("n_segments", n_segments, 1, 64)
+    int_arg("n_train", n_train, 2)
+    int_arg("n_test", n_test, 1)
+    E, S, P = random_tables(v, s, p, d, seed, dtype=torch.float32)
+    g = torch.Generator().manual_seed(seed + 1)
+    n = n_train + n_test
+    ids = {"token": torch.randint(v, (n,), generator=g), "segment": torch.randint(s, (n,), generator=g),
+           "position": torch.randint(p, (n,), generator=g)}
+    X = E[ids["token"]] + S[ids["segment"]] + P[ids["position"]]     # (N, d): all the probe ever sees
+    sizes = {"token": v, "segment": s, "position": p}
+    Wall = fit_probe(X[:n_train], [y[:n_train] for y in ids.values()], list(sizes.values()))
+    acc, start = {}, 0
+    for part, y in ids.items():
+        acc[part] = probe_accuracy(Wall[:, start:start + sizes[part]], X[n_train:], y[n_train:])
+        start += sizes[part]
+    k = min(100, v)
+    cos = {"word-word": cosines(E[:k], E[:k]), "word-position": cosines(E[:k], P[:100]),
+           "word-segment": cosines(E[:k], S)}
+    out = {"d_model": d, "sizes": sizes, "accuracy": acc, "chance": {part: 1.0 / m for part, m in sizes.items()},
+           "cos": {key: c.numpy() for key, c in cos.items()},
+           "cos_std": {key: float(c.std()) if len(c) > 1 else 0.0 for key, c in cos.items()},
+           "rows": v + s + p}
+    if d >= v + s + p:
+        out["note"] = f"d_model = {d} ≥ {v + s + p} rows in all: the stacked tables are independent, recovery is exact."
+    elif d < 8:
+        out["note"] = f"d_model = {d}: far fewer dimensions than rows ({v + s + p}); parts interfere."
+    return out
+
+
+def cosine_spread(d_values, n: int = 200, seed: int = 0) -> dict:
+    """Standard deviation of the cosine between two random rows, per d (theory: 1/sqrt(d))."""
+    out = {}
+    for d in d_values:
+        E = random_tables(n, 1, 1, int_arg("d", d, 2), seed)[0]
+        out[int(d)] = float(cosines(E, E).std())
+    return out
+
+
+def probe_curve(d_values, seeds=(0, 1, 2), **kwargs) -> dict:
+    """probe_sum over a grid of d_model and several seeds: accuracy (seeds, len(d_values)) per part."""
+    d_values = [int(x) for x in d_values]
+    if not d_values or len(seeds) < 1:
+        raise ValueError("d_values and seeds must be non-empty")
+    runs = [[probe_sum(d_model=d, seed=s, **kwargs) for d in d_values] for s in seeds]
+    parts = runs[0][0]["accuracy"].keys()
+    return {"d": np.array(d_values), "rows": runs[0][0]["rows"],
+            "accuracy": {p: np.array([[r["accuracy"][p] for r in row] for row in runs]) for p in parts}}
+
+
+def plot_probe_curve(fig, r) -> None:
+    ax = fig.add_subplot()
+    for i, (part, a) in enumerate(r["accuracy"].items()):
+        m = a.mean(0)
+        ax.errorbar(r["d"], m, yerr=[m - a.min(0), a.max(0) - m], marker="o", capsize=3, label=part, color=f"C{i}")
+    ax.axvline(r["rows"], color="0.4", ls="--", lw=1, label=f"d = V+S+P = {r['rows']}")
+    ax.set(xscale="log", xlabel="d_model (dimensions, log scale)", ylabel="probe test accuracy",
+           title="Reading each part back out of the sum (mean, min-max over seeds)", ylim=(0, 1.05))
+    ax.legend(fontsize=8)
+
+
+def plot_probe(fig, r) -> None:
+    ax1, ax2 = fig.subplots(1, 2)
+    parts = list(r["accuracy"])
+    ax1.bar(parts, [r["accuracy"][p] for p in parts], color=["C0", "C1", "C2"])
+    ax1.scatter(parts, [r["chance"][p] for p in parts], marker="_", s=600, color="k", label="chance", zorder=3)
+    ax1.set(ylim=(0, 1.05), ylabel="probe test accuracy", title=f"Linear probe on the sum, d = {r['d_model']}")
+    ax1.legend(fontsize=8, loc="lower right")
+    bins = np.linspace(-1, 1, 61)
+    for key, c in r["cos"].items():
+        if len(c) > 1:
+            h, _ = np.histogram(c, bins=bins, density=True)  # one artist per series: fast redraws
+            ax2.stairs(h, bins, fill=True, alpha=0.5, label=f"{key} (std {r['cos_std'][key]:.3f})")
+    band = 2 / math.sqrt(r["d_model"])
+    ax2.axvspan(-band, band, color="0.85", zorder=0, label="±2/√d")
+    ax2.set(xlabel="cosine between rows", ylabel="density", title="Random rows are nearly orthogonal")
+    ax2.legend(fontsize=7)
+
+
+def probe_demo() -> Demo:
+    controls = {
+        "d_model": W.IntSlider(value=64, min=2, max=384, step=2, description="d_model"),
+        "n_tokens": W.IntSlider(value=100, min=2, max=400, description="tokens V"),
+        "n_positions": W.IntSlider(value=64, min=1, max=200, description="positions P"),
+        "n_segments": W.IntSlider(value=2, min=1, max=8, description="segments S"),
+    }
+    return Demo(probe_sum, plot_probe, controls, title="How many dimensions does a sum of three embeddings need?",
+                figsize=(10, 3.6))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The real model (all-MiniLM-L6-v2): its embedding parts and its word pieces
+# ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def cached_minilm():
+    """(model, tokenizer), loaded once per process (the demo redraws must not reload it)."""
+    from qalib.pretrained import minilm
+
+    return minilm()
+
+
+@torch.no_grad()
+def embedding_parts(model, enc: dict) -> dict:
+    """The three looked-up parts, their sum and the LayerNorm output for one encoded text (pair)."""
+    internals = {}
+    model.embeddings(enc["input_ids"], enc["token_type_ids"], None, internals)  # the embedding layer only
+    keys = ("word", "segment", "position", "sum", "out")
+    # detach: "embeddings.position" is a view of the position table, and a view of a parameter keeps
+    # requires_grad even under no_grad
+    return {k: internals[f"embeddings.{k}"][0].detach() for k in keys}  # each (T, d)
+
+
+def wordpiece_view(tok, text: str, pair: str | None = None) -> dict:
+    """Tokens, ids, segment ids and position ids as BERT receives them."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("text (sentence A) must be a non-empty string")
+    enc = tok.encode(text, pair if pair and pair.strip() else None)
+    return {"tokens": list(enc.tokens), "ids": list(enc.ids), "segments": list(enc.type_ids),
+            "positions": list(range(len(enc.ids)))}
+
+
+def format_wordpiece(view: dict) -> str:
+    width = [max(len(t), 5) for t in view["tokens"]]
+    rows = [("token", view["tokens"]), ("segment", view["segments"]), ("position", view["positions"])]
+    return "\n".join(f"{name:>9} " + " ".join(f"{str(v):>{w}}" for v, w in zip(vals, width)) for name, vals in rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The sentence-pair demo on the real model
+# ---------------------------------------------------------------------------------------------
+def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> dict:
+    """Tokens of a typed pair, and the word / segment / position parts and their sum for one chosen token."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("sentence A is empty: type a sentence")
+    model, tok = cached_minilm()
+    enc = tok(text, pair if pair and pair.strip() else None, max_length=model.cfg.max_len)
+    parts = embedding_parts(model, enc)
+    n = enc["input_ids"].shape[1]
+    note = None
+    if not 0 <= token < n:
+        note = f"token index {token} is past the last token; showing token {n - 1} of {n}"
+        token = n - 1
+    view = wordpiece_view(tok, text, pair)
+    rows = ["word", "segment", "position", "out" if after_norm else "sum"]
+    return {"tokens": view["tokens"][:n], "segments": view["segments"][:n], "token": token, "rows": rows,
+            "vectors": torch.stack([parts[k][token] for k in rows]).numpy(),
+            "norms": {k: parts[k].norm(dim=-1).numpy() for k in ("word", "segment", "position", "sum")},
+            "cos_to_sum": {k: float(F.cosine_similarity(parts[k][token], parts["sum"][token], dim=0))
+                           for k in ("word", "segment", "position")},
+            "max_abs_diff": float((parts["word"] + parts["segment"] + parts["position"] - parts["sum"]).abs().max()),
+            "note": note}
+
+
+def plot_pair(fig, r) -> None:
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.1, 1])
+    v = r["vectors"][:, :96]
+    lim = float(np.abs(v).max())
+    im = ax1.imshow(v, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+    labels = [f"{k}  (cos to sum {r['cos_to_sum'][k]:+.2f})" if k in r["cos_to_sum"] else k for k in r["rows"]]
+    ax1.set(yticks=range(len(labels)), yticklabels=labels, xlabel="dimension (first 96 of 384)",
+            title=f"token {r['token']}: {r['tokens'][r['token']]!r} (segment {r['segments'][r['token']]})")
+    ax1.grid(False)
+    fig.colorbar(im, ax=ax1, shrink=0.8, label="value")
+    x = np.arange(len(r["tokens"]))
+    for i, k in enumerate(("word", "segment", "position")):
+        ax2.bar(x + (i - 1) * 0.27, r["norms"][k], width=0.27, label=k, color=f"C{i}")
+    ax2.plot(x, r["norms"]["sum"], "k.-", label="sum")
+    ax2.axvline(r["token"], color="0.5", ls=":")
+    ax2.set_xticks(x, r["tokens"], rotation=70, fontsize=7)
+    ax2.set(ylabel="L2 norm", title="Size of each part per token")
+    ax2.legend(fontsize=7, ncol=2)
+
+
+def pair_demo() -> Demo:
+    controls = {
+        "text": W.Text(value="I love strawberries.", description="sentence A"),
+        "pair": W.Text(value="They are sweet.", description="sentence B"),
+        "token": W.IntSlider(value=3, min=0, max=40, description="token index"),
+        "after_norm": W.Checkbox(value=False, description="last row after LayerNorm"),
+    }
+    return Demo(pair_parts, plot_pair, controls, title="A sentence pair as BERT's embedding layer sees it",
+                figsize=(10, 3.8))
+
+
+DEMOS = [pair_demo, probe_demo]
