@@ -1,0 +1,335 @@
+"""Notebook 05: why do queries and keys use different weight matrices?
+
+Compute functions (tensors in, dicts out, seeded), plot functions `plot_x(fig, result)` and the demos.
+The training experiment lives in qalib/topics/shared_qk_experiment.py.
+
+With one matrix W for both, the score matrix S = X W W^T X^T is symmetric positive semi-definite, and by
+Cauchy-Schwarz S_ii = ||q_i||^2 beats S_ij = q_i.q_j unless q_j is longer: the diagonal tends to win.
+A symmetric S also scores "i looks at j" exactly as "j looks at i", so it cannot express a directed
+relation such as "attend to the previous token" without a mask or position-dependent tricks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import ipywidgets as W
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from qalib.positions import offset_matrix, sinusoidal
+from qalib.widgets import Demo
+
+INPUT_KINDS = ("gaussian", "layernorm", "pretrained")
+FORMS = ("separate", "symmetric part", "shared (PSD)", "shared + mask self", "shared + causal + mask self")
+SENTENCE = (
+    "The interviewer asked why a transformer keeps two different matrices for queries and keys, and the "
+    "candidate answered that one shared matrix would make every token prefer itself, so the attention map "
+    "would collapse onto its diagonal and could not tell the previous word from the next one."
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------
+def _int_in(name: str, value, lo: int, hi: int) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+@functools.lru_cache(maxsize=1)
+def checkpoint():
+    """(model, tokenizer) of all-MiniLM-L6-v2, loaded once per session (qalib.pretrained.minilm)."""
+    from qalib.pretrained import minilm
+
+    return minilm()
+
+
+@functools.lru_cache(maxsize=4)
+def pretrained_embeddings(text: str = SENTENCE) -> torch.Tensor:
+    """(T, 384) output of all-MiniLM-L6-v2's embedding layer (word + segment + position, LayerNorm) for `text`."""
+    model, tok = checkpoint()
+    with torch.no_grad():
+        out = model(**tok(text), return_internals=True)
+    return out.internals["embeddings.out"][0].clone()
+
+
+def make_inputs(kind: str, n: int, d: int, seed: int = 0) -> torch.Tensor:
+    """(n, d) token vectors: iid N(0, 1); LayerNorm of N(0, 1) rows with very different norms (every row then
+    has norm sqrt(d)); or the checkpoint's embeddings of SENTENCE (d is then 384, its first n word pieces)."""
+    if kind not in INPUT_KINDS:
+        raise ValueError(f"kind must be one of {INPUT_KINDS}, got {kind!r}")
+    n = _int_in("n", n, 2, 4096)
+    d = _int_in("d", d, 1, 4096)
+    if kind == "pretrained":
+        x = pretrained_embeddings()
+        if n > x.shape[0]:
+            raise ValueError(f"n must be <= {x.shape[0]} for kind='pretrained' (the sentence has {x.shape[0]} word pieces), got {n}")
+        return x[:n]
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    if kind == "layernorm":
+        x = x * torch.exp(torch.randn(n, 1, generator=g))  # norms spread over a factor ~ e^2 ...
+        x = F.layer_norm(x, (d,), eps=1e-12)                 # ... and LayerNorm (BERT eps) makes them all sqrt(d)
+    return x
+
+
+def random_scores(x: torch.Tensor, tied: bool, d_head: int | None = None, seed: int = 0) -> torch.Tensor:
+    """S = (x W_q)(x W_k)^T / sqrt(d_head) with W entries N(0, 1/d) (unit-variance projections); W_k = W_q if tied."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        raise ValueError(f"x must be a (n, d) tensor, got {getattr(x, 'shape', type(x))}")
+    d = x.shape[1]
+    d_head = d if d_head is None else _int_in("d_head", d_head, 1, 4096)
+    g = torch.Generator().manual_seed(seed + 1000)
+    w_q = torch.randn(d, d_head, generator=g) / math.sqrt(d)
+    w_k = w_q if tied else torch.randn(d, d_head, generator=g) / math.sqrt(d)
+    x = x.float()
+    return (x @ w_q) @ (x @ w_k).T / math.sqrt(d_head)  # (n, n)
+
+
+def diagonal_stats(scores: torch.Tensor) -> dict[str, float]:
+    """Fraction of rows whose maximum is on the diagonal, mean softmax probability on the diagonal, chance 1/n."""
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
+        raise ValueError(f"scores must be a square (n, n) tensor, got {getattr(scores, 'shape', type(scores))}")
+    n = scores.shape[0]
+    argmax_diag = (scores.argmax(-1) == torch.arange(n)).float().mean()
+    p_diag = scores.float().softmax(-1).diagonal().mean()
+    return {"argmax_diag": float(argmax_diag), "p_diag": float(p_diag), "chance": 1.0 / n}
+
+
+def diagonal_sweep(ds, ns, kind: str = "gaussian", seeds=range(5)) -> dict:
+    """Fraction of rows with argmax on the diagonal for every (d, n), tied and separate: mean and std over seeds."""
+    seeds = list(seeds)
+    if not ds or not ns or not seeds:
+        raise ValueError("ds, ns and seeds must be non-empty")
+    out = {"ds": list(ds), "ns": list(ns), "kind": kind, "n_seeds": len(seeds)}
+    for tied in (True, False):
+        vals = np.array([[[diagonal_stats(random_scores(make_inputs(kind, n, d, s), tied, seed=s))["argmax_diag"]
+                           for s in seeds] for n in ns] for d in ds])  # (len(ds), len(ns), seeds)
+        key = "shared" if tied else "separate"
+        out[key], out[key + "_std"] = vals.mean(-1), vals.std(-1)
+    return out
+
+
+def plot_diagonal_sweep(fig, r) -> None:
+    ax = fig.add_subplot()
+    colours = [f"C{i}" for i in range(len(r["ns"]))]
+    for j, n in enumerate(r["ns"]):
+        for key, style in (("shared", "-o"), ("separate", "--s")):
+            m, s = r[key][:, j], r[key + "_std"][:, j]
+            ax.errorbar(r["ds"], m, yerr=s, fmt=style, color=colours[j], capsize=3, ms=4,
+                        label=f"{key}, n={n}")
+    ax.set(xscale="log", xlabel="width d = d_head (log scale)", ylabel="rows whose max is on the diagonal",
+           ylim=(-0.03, 1.03), title=f"Diagonal wins with tied W ({r['kind']} inputs, {r['n_seeds']} seeds, ± std)")
+    ax.set_xticks(r["ds"], [str(d) for d in r["ds"]])
+    ax.legend(fontsize=7, ncol=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Demo 1: tied or separate, d, n, inputs -> attention heatmap and diagonal statistics
+# ---------------------------------------------------------------------------------------------
+def diagonal_demo_compute(d: int = 32, n: int = 16, kind: str = "gaussian", tied: bool = True, seed: int = 0) -> dict:
+    x = make_inputs(kind, n, d, seed)
+    scores = random_scores(x, tied, d_head=min(x.shape[1], 64), seed=seed)
+    stats = diagonal_stats(scores)
+    note = f"kind='pretrained' uses the checkpoint's d = {x.shape[1]} (the d slider is ignored)" if kind == "pretrained" else ""
+    return {"probs": scores.softmax(-1).numpy(), "scores": scores.numpy(), **stats, "d": x.shape[1], "n": n,
+            "kind": kind, "tied": tied, "note": note}
+
+
+def plot_diagonal_demo(fig, r) -> None:
+    ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    im = ax1.imshow(r["probs"], cmap="viridis", vmin=0, vmax=1)
+    fig.colorbar(im, ax=ax1, label="attention probability")
+    name = "shared W_q = W_k" if r["tied"] else "separate W_q, W_k"
+    ax1.set(title=f"{name}: softmax(S), n={r['n']}, d={r['d']}", xlabel="key position j", ylabel="query position i")
+    ax1.grid(False)
+    labels = ["rows with argmax\non the diagonal", "mean p(i -> i)", "chance 1/n"]
+    ax2.bar(labels, [r["argmax_diag"], r["p_diag"], r["chance"]], color=["C0", "C1", "0.6"])
+    ax2.set(ylim=(0, 1.05), ylabel="fraction / probability", title=f"Diagonal statistics ({r['kind']} inputs)")
+    ax2.tick_params(axis="x", labelsize=8)
+
+
+def diagonal_demo() -> Demo:
+    controls = {
+        "d": W.IntSlider(value=32, min=2, max=256, step=2, description="d"),
+        "n": W.IntSlider(value=16, min=2, max=48, description="tokens n"),
+        "kind": W.Dropdown(options=list(INPUT_KINDS), value="gaussian", description="inputs"),
+        "tied": W.Checkbox(value=True, description="tie W_q = W_k"),
+    }
+    return Demo(diagonal_demo_compute, plot_diagonal_demo, controls,
+                title="Shared or separate projections: where does each token look?", figsize=(9.5, 3.8))
+
+
+# ---------------------------------------------------------------------------------------------
+# Directed relations: "attend k tokens back" with positions only
+# ---------------------------------------------------------------------------------------------
+def offset_form(k: int, d: int, form: str, base: float = 100.0) -> torch.Tensor:
+    """Bilinear form A (d, d) on sinusoidal positions with score_ij = PE(i)^T A PE(j).
+
+    separate: A = M_k, so score_ij = PE(i).PE(j + k) peaks at j = i - k (W_q = I, W_k = M_k^T: a rotation).
+    symmetric part: (A + A^T) / 2, the best any symmetric form can do in the least-squares sense.
+    shared (PSD): the symmetric part with negative eigenvalues clipped: what W W^T can realise.
+    """
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    m = offset_matrix(k, d, base)
+    if form == "separate":
+        return m
+    sym = (m + m.T) / 2
+    if form == "symmetric part":
+        return sym
+    evals, evecs = torch.linalg.eigh(sym)
+    return evecs @ torch.diag(evals.clamp(min=0)) @ evecs.T
+
+
+def directed_scores(n: int = 16, k: int = 1, form: str = "separate", sharpness: float = 1.0, d: int = 64,
+                    base: float = 100.0) -> dict:
+    """Scores, masked attention and per-row margins of 'k back' over 'k forward' for a positions-only form."""
+    n = _int_in("n", n, 3, 512)
+    k = _int_in("k", k, 1, n - 1)
+    if not (isinstance(sharpness, (int, float)) and math.isfinite(sharpness) and sharpness > 0):
+        raise ValueError(f"sharpness must be a finite number > 0, got {sharpness!r}")
+    pe = sinusoidal(n, d, base).double()
+    scores = sharpness * pe @ offset_form(k, d, form, base) @ pe.T / math.sqrt(d)  # (n, n)
+    mask = torch.ones(n, n, dtype=torch.bool)
+    if "mask self" in form:
+        mask &= ~torch.eye(n, dtype=torch.bool)
+    if "causal" in form:
+        mask &= torch.ones(n, n, dtype=torch.bool).tril()
+    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1).nan_to_num(0.0)  # row 0 of causal+mask: empty
+    rows = torch.arange(k, n - k)  # rows where both i - k and i + k exist
+    margin = scores[rows, rows - k] - scores[rows, rows + k]
+    target = torch.arange(k, n)
+    return {"scores": scores.numpy(), "probs": probs.numpy(), "margin": margin.numpy(), "n": n, "k": k, "form": form,
+            "p_target": float(probs[target, target - k].mean()), "asymmetry": float((scores - scores.T).norm() / scores.norm()),
+            "note": "" if len(rows) else f"n={n} is too short to have a token k={k} back and k forward: no margins to show"}
+
+
+def plot_directed(fig, r) -> None:
+    ax1, ax2 = fig.subplots(1, 2)
+    im = ax1.imshow(r["probs"], cmap="viridis", vmin=0, vmax=1)
+    fig.colorbar(im, ax=ax1, label="attention probability")
+    i = np.arange(r["k"], r["n"])
+    ax1.scatter(i - r["k"], i, s=12, facecolors="none", edgecolors="C3", label=f"target j = i - {r['k']}")
+    ax1.legend(fontsize=7, loc="upper right")
+    ax1.set(title=f"{r['form']}: mass on target {r['p_target']:.2f}", xlabel="key position j", ylabel="query position i")
+    ax1.grid(False)
+    rows = np.arange(r["k"], r["n"] - r["k"])
+    ax2.axhline(0, color="0.5", lw=1)
+    ax2.plot(rows, r["margin"], "o-", ms=3)
+    ax2.set(xlabel="query position i", ylabel="S[i, i-k] - S[i, i+k] (logits)",
+            title=f"Back-over-forward margin (||S - S^T|| / ||S|| = {r['asymmetry']:.2f})")
+
+
+def directed_demo() -> Demo:
+    controls = {
+        "form": W.Dropdown(options=list(FORMS), value="separate", description="scores"),
+        "k": W.IntSlider(value=1, min=1, max=4, description="k back"),
+        "n": W.IntSlider(value=16, min=3, max=48, description="tokens n"),
+        "sharpness": W.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.1, description="sharpness"),
+    }
+    return Demo(directed_scores, plot_directed, controls,
+                title="Can a symmetric score say 'look k tokens back'?", figsize=(9.5, 3.8))
+
+
+DEMOS = [diagonal_demo, directed_demo]
+
+
+# ---------------------------------------------------------------------------------------------
+# In a real model: the per-head bilinear forms W_q^h^T W_k^h of all-MiniLM-L6-v2
+# ---------------------------------------------------------------------------------------------
+def qk_forms(model) -> torch.Tensor:
+    """(L, H, d, d) bilinear forms A = W_q^h^T W_k^h: score_ij = x_i^T A x_j (+ bias terms) / sqrt(d_head)."""
+    cfg = model.cfg
+    if cfg.qk != "separate":
+        raise ValueError(f"model.cfg.qk must be 'separate' to read W_q and W_k apart, got {cfg.qk!r}")
+    d, h, dh = cfg.d_model, cfg.n_heads, cfg.d_head
+    forms = []
+    for layer in model.layers:
+        w = layer.attention.qkv.weight.detach().double()    # (3d, d): rows [0:d] W_q, [d:2d] W_k
+        wq, wk = w[:d].view(h, dh, d), w[d:2 * d].view(h, dh, d)  # (H, dh, d) per head
+        forms.append(wq.transpose(1, 2) @ wk)              # (H, d, d)
+    return torch.stack(forms)
+
+
+def asymmetry(a: torch.Tensor) -> torch.Tensor:
+    """||A - A^T||_F / ||A||_F over the last two dims: 0 symmetric, sqrt(2) for independent random factors, 2 antisymmetric."""
+    if a.dim() < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"a must be square in its last two dims, got {tuple(a.shape)}")
+    return (a - a.transpose(-1, -2)).flatten(-2).norm(dim=-1) / a.flatten(-2).norm(dim=-1).clamp_min(1e-30)
+
+
+def pretrained_asymmetry(model, seed: int = 0) -> dict:
+    """Per (layer, head) asymmetry of the checkpoint's forms, and the same for random W_q, W_k of equal shapes."""
+    forms = qk_forms(model)
+    l, h, d, _ = forms.shape
+    g = torch.Generator().manual_seed(seed)
+    dh = model.cfg.d_head
+    rand = torch.randn(h, dh, d, generator=g, dtype=torch.float64)
+    rand_k = torch.randn(h, dh, d, generator=g, dtype=torch.float64)
+    rand_forms = rand.transpose(1, 2) @ rand_k           # independent random W_q, W_k
+    rand_shared = rand.transpose(1, 2) @ rand            # random W_q = W_k
+    return {"asym": asymmetry(forms).numpy(), "random": asymmetry(rand_forms).numpy(),
+            "self_z": self_preference(forms).numpy(), "random_self_z": self_preference(rand_forms).numpy(),
+            "random_shared_self_z": self_preference(rand_shared).numpy(),
+            "forms_example": forms[0, 0, :48, :48].numpy()}
+
+
+def self_preference(a: torch.Tensor) -> torch.Tensor:
+    """tr(A) / ||A||_F: for isotropic x, y, the mean self-score E[x^T A x] in units of the std of a cross-score x^T A y.
+    >= 1 for any A = W W^T (shared), about sqrt(rank) for a random one; near 0 for independent random factors."""
+    if a.dim() < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"a must be square in its last two dims, got {tuple(a.shape)}")
+    return a.diagonal(dim1=-2, dim2=-1).sum(-1) / a.flatten(-2).norm(dim=-1).clamp_min(1e-30)
+
+
+def plot_pretrained_asymmetry(fig, r) -> None:
+    ax1, ax2 = fig.subplots(1, 2)
+    im = ax1.imshow(r["asym"], cmap="cividis", vmin=0, vmax=2)
+    fig.colorbar(im, ax=ax1, label="||A - A^T|| / ||A||  (0 = symmetric)")
+    ax1.set(title="Asymmetry of W_q^T W_k per head", xlabel="head", ylabel="layer")
+    ax1.grid(False)
+    a = r["forms_example"]
+    lim = float(np.abs(a).max())
+    im2 = ax2.imshow(a, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    fig.colorbar(im2, ax=ax2, label="entry of A")
+    ax2.set(title="Layer 0, head 0: A[:48, :48]", xlabel="key feature", ylabel="query feature")
+    ax2.grid(False)
+
+
+def pretrained_diagonal(model, tok, text: str = SENTENCE) -> dict:
+    """Layer 0 of the checkpoint on `text`: per head, rows whose score argmax is the diagonal, with the real
+    separate q, k and with k replaced by q (what a shared W_q would give on the same embeddings)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("text must be a non-empty string")
+    with torch.no_grad():
+        internals = model(**tok(text), return_internals=True).internals
+    q, k = internals["layer0.q"][0], internals["layer0.k"][0]  # (H, T, dh)
+    t = q.shape[1]
+    eye = torch.arange(t)
+
+    def frac(s):  # (H, T, T) -> (H,)
+        return (s.argmax(-1) == eye).double().mean(-1).numpy()
+
+    return {"separate": frac(q @ k.transpose(-1, -2)), "shared_q": frac(q @ q.transpose(-1, -2)),
+            "shared_k": frac(k @ k.transpose(-1, -2)), "n_tokens": t, "chance": 1.0 / t}
+
+
+@torch.no_grad()
+def init_diagonal(cfg, n_tokens: int = 64, seed: int = 0) -> dict[str, float]:
+    """A freshly initialised MiniBert(cfg) on random tokens: layer-0 rows whose argmax is the diagonal, and the
+    mean attention probability on the diagonal (the softmax mass the source article says 'approaches 1')."""
+    from qalib.model import MiniBert
+
+    n_tokens = _int_in("n_tokens", n_tokens, 2, cfg.max_len)
+    torch.manual_seed(seed)
+    model = MiniBert(cfg).eval()
+    ids = torch.randint(5, cfg.vocab_size, (4, n_tokens), generator=torch.Generator().manual_seed(seed))
+    probs = model(ids, return_internals=True).internals["layer0.probs"]  # (B, H, T, T)
+    eye = torch.arange(n_tokens)
+    return {"argmax_diag": float((probs.argmax(-1) == eye).float().mean()),
+            "p_diag": float(probs.diagonal(dim1=-2, dim2=-1).mean()), "chance": 1.0 / n_tokens}
