@@ -99,11 +99,12 @@ class Demo:
             return
         self.error = None
         self.result = result
-        fig = plt.figure(figsize=self.figsize, dpi=self.dpi)
+        fig = plt.figure(figsize=self.figsize, dpi=self.dpi, layout="constrained")
         try:
             self.plot(fig, result)
             buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=self.dpi)
+            # constrained layout already keeps labels inside the figure: a "tight" bbox would draw it twice
+            fig.savefig(buf, format="png", dpi=self.dpi, bbox_inches=None)
         finally:
             plt.close(fig)
         png = buf.getvalue()
