@@ -1,0 +1,337 @@
+"""Notebook 06, sections 5-6: the mini-BERT trained with each norm on padded masked-LM batches,
+Post-LN vs Pre-LN gradients at initialisation, and the LayerNorms of the pretrained MiniLM.
+
+    PaddedMLMTask            masked LM on sentences of different lengths, padded with [PAD] (attention_mask 0)
+    run_norm_experiment      train one model per (norm, seed); loss curves, train/eval gaps, batch-statistic fluctuation
+    prepost_gradients        gradient norm per layer at initialisation, Post-LN vs Pre-LN (Xiong et al. 2020)
+    minilm_layernorms        the real model's LayerNorm outputs, gains and biases
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from qalib.config import MiniBertConfig
+from qalib.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
+from qalib.model import MiniBert
+from qalib.norms import TokenBatchNorm
+from qalib.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
+
+NORM_LABELS = {"layer": "LayerNorm", "batch": "BatchNorm (pads included)", "batch_masked": "BatchNorm (pads masked)",
+               "rms": "RMSNorm", "none": "no norm"}
+NORM_COLOURS = {"layer": "#7570b3", "batch": "#d95f02", "batch_masked": "#1b9e77", "rms": "#e7298a", "none": "0.4"}
+
+
+@dataclass
+class PaddedMLMTask:
+    """[CLS] w_1 .. w_n [SEP] [PAD] ..: n uniform in [min_len, seq_len]; attention_mask 0 and labels IGNORE at pads.
+
+    extra_pad appends that many more [PAD] columns (the same sentences padded to a longer bucket)."""
+
+    language: SyntheticLanguage
+    seq_len: int = 12
+    min_len: int = 2
+    mlm_prob: float = 0.3
+
+    def __post_init__(self):
+        if not isinstance(self.seq_len, int) or not 1 <= self.min_len <= self.seq_len:
+            raise ValueError(f"need 1 <= min_len <= seq_len, got min_len={self.min_len}, seq_len={self.seq_len}")
+
+    def batch(self, batch_size: int, generator: torch.Generator | None = None, extra_pad: int = 0) -> Batch:
+        ids = with_cls_sep(self.language.sample(batch_size, self.seq_len, generator))  # (B, seq_len + 2)
+        n = torch.randint(self.min_len, self.seq_len + 1, (batch_size,), generator=generator)
+        pos = torch.arange(ids.shape[1])[None]
+        real = pos < n[:, None] + 2  # [CLS] + n words + [SEP]
+        ids = torch.where(pos == n[:, None] + 1, SEP, ids)
+        ids = torch.where(real, ids, PAD)
+        corrupted, labels = mask_tokens(ids, self.language.vocab_size, generator, self.mlm_prob,
+                                        maskable=real & (ids >= N_SPECIAL))
+        if extra_pad:
+            grow = lambda t, v: torch.cat([t, torch.full((batch_size, extra_pad), v)], dim=1)  # noqa: E731
+            corrupted, labels, real = grow(corrupted, PAD), grow(labels, IGNORE), grow(real, False)
+        return Batch(corrupted, torch.zeros_like(corrupted), real.long(), labels, "token")
+
+
+def experiment_setup(scale: int = 1):
+    """(model config, train config, task) of the experiment; scale > 1 for a GPU: wider, deeper, longer."""
+    if not isinstance(scale, int) or scale < 1:
+        raise ValueError(f"scale must be an int >= 1, got {scale!r}")
+    language = SyntheticLanguage(vocab_size=32, branching=2, lag=4, p_lag=0.0, seed=0)
+    cfg = MiniBertConfig(vocab_size=32, d_model=32 * scale, n_layers=2 if scale == 1 else 4, n_heads=4,
+                         d_ff=64 * scale, max_len=64)
+    tcfg = TrainConfig(steps=100 * scale, batch_size=32, lr=6e-3, warmup=10, log_every=5)
+    return cfg, tcfg, PaddedMLMTask(language)
+
+
+@contextlib.contextmanager
+def _one_cpu_thread(device):
+    """Models this small gain nothing from intra-op threads; on a busy machine the second thread's spin-waiting
+    made each CPU step ~10x slower in our measurements. The previous thread count is restored afterwards."""
+    if device is not None and str(device) != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class _BatchStatRecorder:
+    """Before each train-mode BatchNorm call: distance of the batch statistics from the running ones,
+    in units of the running std, averaged over features (the quantity PowerNorm's analysis tracks)."""
+
+    def __init__(self, module: TokenBatchNorm):
+        self.mean_dev, self.std_dev = [], []
+        self.handle = module.register_forward_pre_hook(self)
+
+    def __call__(self, module, args):
+        if not module.training:
+            return
+        x, keep = args[0].detach().float(), args[1] if len(args) > 1 else None
+        tokens = x.reshape(-1, x.shape[-1])
+        if module.masked and keep is not None:
+            tokens = tokens[keep.reshape(-1)]
+        run_std = module.running_var.float().sqrt()
+        self.mean_dev.append(float(((tokens.mean(0) - module.running_mean) / run_std).abs().mean()))
+        self.std_dev.append(float((tokens.std(0, unbiased=False) / run_std - 1).abs().mean()))
+
+
+@torch.no_grad()
+def _mean_loss(model: MiniBert, batches: list[Batch]) -> float:
+    return float(np.mean([float(loss_and_accuracy(model, b)[0]) for b in batches]))
+
+
+@torch.no_grad()
+def eval_gaps(model: MiniBert, task: PaddedMLMTask, n_batches: int = 4, batch_size: int = 32, seed: int = 999) -> dict:
+    """Loss on the same held-out sentences: eval mode (running statistics); train mode (the batch's statistics,
+    on a copy so the running statistics stay put); train mode with 8 extra [PAD] columns; train mode one
+    sentence at a time (batch size 1) against eval mode on the same sentences. hidden_change_extra_pad: mean
+    |change| of the real tokens' final hidden states (train mode) when 8 [PAD] columns are appended."""
+    gen = torch.Generator().manual_seed(seed)
+    batches = [task.batch(batch_size, gen) for _ in range(n_batches)]
+    gen = torch.Generator().manual_seed(seed)
+    padded = [task.batch(batch_size, gen, extra_pad=8) for _ in range(n_batches)]
+    trained = copy.deepcopy(model).train()
+    singles = [Batch(*(t[i:i + 1] for t in (b.input_ids, b.token_type_ids, b.attention_mask, b.labels)), "token")
+               for b in batches[:1] for i in range(batch_size)]
+    singles = [s for s in singles if (s.labels != IGNORE).any()]
+    # batch size 1 vs the same sentences in their batch: weight each sentence's tokens alike in both
+    one = sum(float(loss_and_accuracy(trained, s)[0]) * int((s.labels != IGNORE).sum()) for s in singles)
+    one_ref = sum(float(loss_and_accuracy(model.eval(), s)[0]) * int((s.labels != IGNORE).sum()) for s in singles)
+    n_lab = sum(int((s.labels != IGNORE).sum()) for s in singles)
+    b, p = batches[0], padded[0]
+    t, real = b.input_ids.shape[1], b.attention_mask.bool()
+    h = trained(**b.model_inputs()).last_hidden_state[real]
+    h_pad = trained(**p.model_inputs()).last_hidden_state[:, :t][real]
+    model.eval()
+    return {"hidden_change_extra_pad": float((h - h_pad).abs().mean()), "eval": _mean_loss(model, batches), "train_mode": _mean_loss(trained, batches),
+            "train_mode_extra_pad": _mean_loss(trained, padded),
+            "batch_size_1_train_mode": one / n_lab, "batch_size_1_eval": one_ref / n_lab}
+
+
+@dataclass
+class NormExperiment:
+    norms: list[str]
+    seeds: list[int]
+    step: list[int]
+    loss: dict[str, np.ndarray]                  # norm -> (seeds, logged steps)
+    gaps: dict[str, list[dict]]                  # norm -> per seed: eval_gaps(...)
+    fluct_mean: dict[str, np.ndarray] = field(default_factory=dict)  # BN norms -> (seeds, steps): |mu_B - mu_run| / sd_run
+    fluct_std: dict[str, np.ndarray] = field(default_factory=dict)
+    models: dict[str, list] = field(default_factory=dict)             # norm -> trained models, one per seed
+
+    def final_loss(self, norm: str, last: int = 3) -> np.ndarray:
+        """Per seed: the mean training loss over the last `last` logged steps."""
+        return self.loss[norm][:, -last:].mean(1)
+
+    def gap(self, norm: str, key: str, ref: str = "eval") -> np.ndarray:
+        """Per seed: gaps[key] - gaps[ref]."""
+        return np.array([g[key] - g[ref] for g in self.gaps[norm]])
+
+
+def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"), seeds=(0, 1, 2), scale: int = 1,
+                        device=None, steps: int | None = None) -> NormExperiment:
+    """One model per (norm, seed), trained on PaddedMLMTask; steps overrides experiment_setup's (for tests)."""
+    cfg, tcfg, task = experiment_setup(scale)
+    if steps is not None:
+        tcfg = tcfg.replace(steps=steps)
+    unknown = set(norms) - set(NORM_LABELS)
+    if unknown:
+        raise ValueError(f"norms must be among {sorted(NORM_LABELS)}, got {sorted(unknown)}")
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    exp = NormExperiment(list(norms), list(seeds), [], {}, {})
+    with _one_cpu_thread(device):
+        for norm in norms:
+            _train_variant(exp, cfg, tcfg, task, norm, device)
+    return exp
+
+
+def _train_variant(exp: NormExperiment, cfg, tcfg, task, norm: str, device) -> None:
+    curves, gaps, fm, fs, models = [], [], [], [], []
+    for seed in exp.seeds:
+        torch.manual_seed(seed)
+        model = MiniBert(cfg.replace(norm=norm))
+        recs = [_BatchStatRecorder(layer.attention_norm) for layer in model.layers] if norm.startswith("batch") else []
+        hist = train(model, task, tcfg.replace(seed=seed, device=device))
+        model.cpu()
+        for r in recs:
+            r.handle.remove()
+        curves.append(hist.loss)
+        gaps.append(eval_gaps(model, task))
+        models.append(model)
+        if recs:  # (layers, steps) -> mean over layers
+            fm.append(np.mean([r.mean_dev for r in recs], axis=0))
+            fs.append(np.mean([r.std_dev for r in recs], axis=0))
+    exp.step = hist.step
+    exp.loss[norm], exp.gaps[norm], exp.models[norm] = np.array(curves), gaps, models
+    if fm:
+        exp.fluct_mean[norm], exp.fluct_std[norm] = np.array(fm), np.array(fs)
+
+
+def plot_loss_curves(fig, exp: NormExperiment):
+    ax = fig.add_subplot()
+    for norm in exp.norms:
+        c = exp.loss[norm]
+        m = c.mean(0)
+        ax.plot(exp.step, m, color=NORM_COLOURS[norm], label=f"{NORM_LABELS[norm]} ({m[-1]:.2f})")
+        ax.fill_between(exp.step, c.min(0), c.max(0), color=NORM_COLOURS[norm], alpha=0.2)
+    ax.set(xlabel="training step", ylabel="masked-LM loss (nats)",
+           title=f"Mini-BERT on padded masked LM: mean and min-max over {len(exp.seeds)} seeds")
+    ax.legend(fontsize=8)
+
+
+def plot_fluctuation(fig, exp: NormExperiment):
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for norm, arr in exp.fluct_mean.items():
+        steps = np.arange(arr.shape[1])
+        ax1.plot(steps, arr.mean(0), color=NORM_COLOURS[norm], lw=1, label=NORM_LABELS[norm])
+        ax2.plot(steps, exp.fluct_std[norm].mean(0), color=NORM_COLOURS[norm], lw=1, label=NORM_LABELS[norm])
+    ax1.set(xlabel="training step", ylabel="|batch mean - running mean| / running std",
+            title="Batch mean vs running mean", yscale="log")
+    ax2.set(xlabel="training step", ylabel="|batch std / running std - 1|", title="Batch std vs running std", yscale="log")
+    ax1.legend(fontsize=8)
+
+
+# -- Post-LN vs Pre-LN ----------------------------------------------------------------------
+def prepost_gradients(n_layers: int = 8, d_model: int = 32, init_std: float | None = None, seeds=(0, 1, 2),
+                      batch_size: int = 32) -> dict:
+    """Gradient norms at initialisation after one backward pass of masked LM, per layer, for both placements.
+
+    init_std None: Xavier-like d_model ** -0.5 (the initialisation Xiong et al. analyse); BERT uses 0.02.
+    Returns {placement: {"ffn_w2": (seeds, layers), "layer": (seeds, layers)}}: the gradient of the FFN's
+    second weight matrix (the quantity of Xiong et al.'s Fig. 3) and of all the layer's parameters.
+    """
+    if not isinstance(n_layers, int) or not 1 <= n_layers <= 48:
+        raise ValueError(f"n_layers must be an int in [1, 48], got {n_layers!r}")
+    std = d_model ** -0.5 if init_std is None else init_std
+    cfg = MiniBertConfig(vocab_size=32, d_model=d_model, n_layers=n_layers, n_heads=4, d_ff=4 * d_model,
+                         max_len=64, init_std=std)
+    task = PaddedMLMTask(SyntheticLanguage(vocab_size=32, branching=2, p_lag=0.0, seed=0))
+    out = {}
+    with _one_cpu_thread(None):
+        for placement in ("post", "pre"):
+            out[placement] = _prepost_one(cfg, task, placement, seeds, batch_size)
+    out["init_std"] = std
+    return out
+
+
+def _prepost_one(cfg: MiniBertConfig, task, placement: str, seeds, batch_size: int) -> dict:
+    w2, whole = [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = MiniBert(cfg.replace(norm_placement=placement))
+        loss, _ = loss_and_accuracy(model, task.batch(batch_size, torch.Generator().manual_seed(seed)))
+        loss.backward()
+        w2.append([float(layer.ffn.output.weight.grad.norm()) for layer in model.layers])
+        g = layer_grad_norms(model)
+        whole.append([g[f"layer{i}"] for i in range(cfg.n_layers)])
+    return {"ffn_w2": np.array(w2), "layer": np.array(whole)}
+
+
+def plot_prepost(fig, results: list[dict], key: str = "ffn_w2"):
+    """One panel per result of prepost_gradients (e.g. Xavier-like init and BERT's 0.02)."""
+    for k, r in enumerate(results):
+        ax = fig.add_subplot(1, len(results), k + 1)
+        for placement, colour in (("post", "#d95f02"), ("pre", "#1b9e77")):
+            a = r[placement][key]
+            layers = np.arange(1, a.shape[1] + 1)
+            ax.errorbar(layers, a.mean(0), yerr=[a.mean(0) - a.min(0), a.max(0) - a.mean(0)], marker="o",
+                        capsize=3, color=colour, label=f"{placement.capitalize()}-LN")
+        ax.set(xlabel="layer", ylabel="||dL/dW2|| of the FFN (at init)", ylim=(0, None),
+               title=f"init std {r['init_std']:.3g}: mean, min-max over seeds")
+        ax.legend(fontsize=8)
+
+
+# -- the pretrained model -------------------------------------------------------------------------
+@torch.no_grad()
+def minilm_layernorms(model: MiniBert, enc: dict) -> dict:
+    """For every LayerNorm of the model: its output h on `enc`, gain gamma, bias beta, and z = (h - beta) / gamma
+    (the normalised vector before the affine step), where all gains are non-zero."""
+    outputs, handles = {}, []
+    names = [n for n, m in model.named_modules() if isinstance(m, torch.nn.LayerNorm) and not n.startswith("mlm")]
+    for name in names:
+        module = model.get_submodule(name)
+        handles.append(module.register_forward_hook(lambda m, a, o, name=name: outputs.__setitem__(name, o[0])))
+    try:
+        model(**enc)
+    finally:
+        for h in handles:
+            h.remove()
+    res = {}
+    for name in names:
+        module = model.get_submodule(name)
+        gamma, beta = module.weight.detach(), module.bias.detach()
+        ok = bool((gamma.abs() > 1e-3).all())
+        z = (outputs[name] - beta) / gamma if ok else None
+        res[name] = {"gamma": gamma.numpy(), "beta": beta.numpy(), "h_norm": outputs[name].norm(dim=-1).numpy(),
+                     "z_norm": z.norm(dim=-1).numpy() if ok else None, "z_mean": z.mean(-1).numpy() if ok else None}
+    return res
+
+
+def plot_minilm_gammas(fig, res: dict):
+    names = list(res)
+    short = [n.replace("layers.", "L").replace("_norm", "").replace("embeddings.norm", "emb") for n in names]
+    gam = np.stack([res[n]["gamma"] for n in names])  # (n_norms, d)
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    im = ax1.imshow(gam, aspect="auto", cmap="viridis", interpolation="nearest")
+    ax1.grid(False)
+    ax1.set_yticks(range(len(names)), short, fontsize=7)
+    ax1.set(xlabel="feature", title="LayerNorm gains gamma, all-MiniLM-L6-v2")
+    fig.colorbar(im, ax=ax1, label="gamma")
+    for k, n in enumerate(names):
+        h = res[n]["h_norm"].ravel()
+        ax2.scatter(np.full(h.shape, k) + np.linspace(-0.25, 0.25, h.size), h, s=5, color="#7570b3")
+    d = gam.shape[1]
+    ax2.axhline(math.sqrt(d), color="k", ls=":", label=f"||z|| = sqrt(d) = {math.sqrt(d):.1f} for every token")
+    ax2.set_xticks(range(len(names)), short, rotation=90, fontsize=7)
+    ax2.set(ylabel="||gamma * z + beta|| per token", title="After gamma and beta, token norms spread out")
+    ax2.legend(fontsize=8)
+
+
+@torch.no_grad()
+def batch_independence(model: MiniBert, tokenizer, first: str, second: str) -> dict:
+    """Encode `first` alone, then in a batch with a longer `second` (first padded with [PAD], mask 0).
+
+    Returns the max |difference| of first's hidden states (every layer) between the two runs: 0 up to
+    float rounding if every norm works per token; not 0 if any norm pooled statistics over the batch."""
+    a, b = tokenizer(first), tokenizer(second)
+    ta, tb = a["input_ids"].shape[1], b["input_ids"].shape[1]
+    if tb < ta:
+        raise ValueError(f"second must have at least as many word pieces as first ({tb} < {ta})")
+    pad = lambda t: torch.cat([t, torch.zeros(1, tb - ta, dtype=t.dtype)], dim=1)  # noqa: E731
+    batch = {k: torch.cat([pad(a[k]), b[k]]) for k in a}
+    alone = model(**a, return_internals=True).internals
+    together = model(**batch, return_internals=True).internals
+    keys = [k for k in alone if k.endswith(".hidden")]
+    diff = max(float((alone[k][0] - together[k][0, :ta]).abs().max()) for k in keys)
+    return {"max_diff": diff, "layers": len(keys), "pad_share": 1 - (ta + tb) / (2 * tb),
+            "has_running_stats": any("running_mean" in k for k in model.state_dict())}
