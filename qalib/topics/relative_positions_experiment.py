@@ -1,0 +1,244 @@
+"""Notebook 08, the trained part: clip sweep, length extrapolation, the seed paper's observations, costs.
+
+    sweep = run_variants([("shaw", 0), ("shaw", 2)], seeds=(0, 1, 2))   # accuracy at L and 2L per seed
+    obs = train_mlm_relative(seed=0)                                   # Huang et al. method 4 on MLM
+    relative_weight_norms(obs.model), attention_by_offset(obs.model, batch)
+    position_costs(...)                                                # parameters and forward time per method
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from qalib.config import MiniBertConfig
+from qalib.data import MLMTask, ProbeTask, SyntheticLanguage
+from qalib.model import MiniBert
+from qalib.train import TrainConfig, evaluate, train
+
+POSITIONS = ("learned", "sinusoidal", "shaw", "relative_key_query", "rotary", "alibi")
+
+
+@dataclass(frozen=True)
+class ProbeSetup:
+    """A one-layer d=32 model on ProbeTask; scale > 1 makes it wider and trains longer (GPU)."""
+    kind: str = "previous"
+    k: int = 1
+    seq_len: int = 16
+    vocab_size: int = 16
+    steps: int = 150
+    batch_size: int = 32
+    lr: float = 1e-2
+    d_model: int = 32
+    n_layers: int = 1
+    causal: bool = False
+
+    def scaled(self, scale: int) -> "ProbeSetup":
+        if not isinstance(scale, int) or scale < 1:
+            raise ValueError(f"scale must be an int >= 1, got {scale!r}")
+        from dataclasses import replace
+        return replace(self, steps=self.steps * scale, d_model=self.d_model * min(scale, 2))
+
+    def config(self, pos: str, clip: int = 4) -> MiniBertConfig:
+        return MiniBertConfig(vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers, n_heads=4,
+                              d_ff=2 * self.d_model, max_len=self.seq_len + 1, pos=pos, rel_clip=clip,
+                              causal=self.causal)
+
+    def task(self) -> ProbeTask:
+        return ProbeTask(self.kind, self.vocab_size, self.seq_len, self.k)
+
+
+def _name(device) -> str | None:
+    """TrainConfig.device takes a string ("cpu", "cuda:0"); accept a torch.device too."""
+    return None if device is None else str(device)
+
+
+def train_probe(pos: str, clip: int, seed: int, setup: ProbeSetup = ProbeSetup(), device=None) -> MiniBert:
+    if pos not in POSITIONS:
+        raise ValueError(f"pos must be one of {POSITIONS}, got {pos!r}")
+    torch.manual_seed(seed)
+    model = MiniBert(setup.config(pos, clip))
+    train(model, setup.task(), TrainConfig(steps=setup.steps, batch_size=setup.batch_size, lr=setup.lr, warmup=10,
+                                           seed=seed, log_every=setup.steps, device=_name(device)))
+    return model
+
+
+def length_accuracy(model: MiniBert, setup: ProbeSetup, factor: int = 2) -> tuple[float, float, str]:
+    """Accuracy at the training length L and at factor * L; a model that cannot run at factor * L gives
+    nan and the error message."""
+    task = setup.task()
+    at_l = evaluate(model, task, n_batches=2, batch_size=128)["accuracy"]
+    try:
+        longer = evaluate(model, task, n_batches=2, batch_size=128, seq_len=factor * setup.seq_len)["accuracy"]
+        return at_l, longer, ""
+    except ValueError as err:
+        return at_l, math.nan, str(err)
+
+
+def run_variants(variants, seeds=(0, 1, 2), setup: ProbeSetup = ProbeSetup(), device=None) -> dict:
+    """Train each (pos, clip) variant for each seed; accuracy at L and 2L. -> arrays (n_variants, n_seeds)."""
+    variants = [tuple(v) for v in variants]
+    if not variants or not seeds:
+        raise ValueError("variants and seeds must be non-empty")
+    acc = np.zeros((len(variants), len(seeds)))
+    acc2 = np.zeros_like(acc)
+    errors = {}
+    for i, (pos, clip) in enumerate(variants):
+        for j, seed in enumerate(seeds):
+            model = train_probe(pos, clip, seed, setup, device)
+            acc[i, j], acc2[i, j], err = length_accuracy(model, setup)
+            if err:
+                errors[(pos, clip)] = err
+    return {"variants": variants, "seeds": list(seeds), "acc": acc, "acc_2L": acc2, "errors": errors,
+            "chance": 1 / (setup.vocab_size - 5), "setup": setup}
+
+
+def plot_sweep(fig, r: dict, labels=None) -> None:
+    ax = fig.add_subplot()
+    labels = labels or [f"{p}\nk={c}" if p in ("shaw", "relative_key_query") else p for p, c in r["variants"]]
+    x = np.arange(len(labels))
+    for key, off, colour, name in (("acc", -0.17, "C0", "length L (trained)"), ("acc_2L", 0.17, "C1", "length 2L")):
+        a = r[key]
+        ok = np.isfinite(a).all(axis=1)
+        mean = np.where(ok, a.mean(1), np.nan)
+        err = np.where(ok, [mean - a.min(1), a.max(1) - mean], 0)
+        ax.bar(x[ok] + off, mean[ok], width=0.34, color=colour, yerr=err[:, ok], capsize=3, label=name)
+    for i in np.flatnonzero(~np.isfinite(r["acc_2L"]).all(axis=1)):
+        ax.text(x[i] + 0.17, 0.05, "error", rotation=90, ha="center", fontsize=8)
+    ax.axhline(r["chance"], color="0.4", ls=":", lw=1, label="chance")
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set(ylim=(0, 1.05), ylabel="accuracy (mean, min-max over seeds)",
+           title=f"ProbeTask {r['setup'].kind}, trained at L = {r['setup'].seq_len}")
+    ax.legend(fontsize=8, loc="upper left")
+
+
+# ---------------------------------------------------------------------------------------------
+# The seed paper's observations (Huang et al. 2020, sec. 5: Figs. 4 and 5) on a trained mini-BERT
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class MLMRun:
+    model: MiniBert
+    task: MLMTask
+    accuracy: float
+
+
+def train_mlm_relative(seed: int = 0, steps: int = 200, clip: int = 8, seq_len: int = 16, d_model: int = 32,
+                       device=None) -> MLMRun:
+    """Huang et al. method 4 (relative_key_query) trained with MLM on the synthetic language, whose token at t
+    depends on t-1 and (half the time) t-4."""
+    lang = SyntheticLanguage(vocab_size=32, branching=4, lag=4, p_lag=0.5, seed=0)
+    task = MLMTask(lang, seq_len=seq_len)
+    cfg = MiniBertConfig(vocab_size=32, d_model=d_model, n_layers=2, n_heads=4, d_ff=2 * d_model, max_len=seq_len + 2,
+                         pos="relative_key_query", rel_clip=clip)
+    torch.manual_seed(seed)
+    model = MiniBert(cfg)
+    train(model, task, TrainConfig(steps=steps, batch_size=32, lr=5e-3, warmup=20, seed=seed, log_every=steps,
+                                   device=_name(device)))
+    return MLMRun(model, task, evaluate(model, task, n_batches=2, batch_size=128)["accuracy"])
+
+
+def relative_weight_norms(model: MiniBert, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets -k..k, L2 norm of the learned relative vector w_offset) for one layer."""
+    pos = model.layers[layer].attention.position
+    if pos is None or not hasattr(pos, "distance_embedding"):
+        raise ValueError(f"layer {layer} has no learned relative table (pos={model.cfg.pos!r})")
+    w = pos.distance_embedding.weight.detach().cpu()
+    return np.arange(-pos.clip, pos.clip + 1), w.norm(dim=1).numpy()
+
+
+@torch.no_grad()
+def attention_by_offset(model: MiniBert, batch, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean attention probability at each offset j - i (over heads, sequences and queries), and for each
+    offset the number of keys there is taken into account: returns (offsets, mean prob per (query, key) pair)."""
+    probs = model(**batch.model_inputs(), return_internals=True).internals[f"layer{layer}.probs"]
+    return offset_profile(probs)
+
+
+def offset_profile(probs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(B, H, T, T) attention probabilities -> (offsets -(T-1)..T-1, mean probability on each diagonal)."""
+    if probs.dim() != 4 or probs.shape[-1] != probs.shape[-2]:
+        raise ValueError(f"probs must be (B, H, T, T), got {tuple(probs.shape)}")
+    p = probs.detach().float().cpu().mean(dim=(0, 1))  # (T, T) averaged over batch and heads
+    t = p.shape[0]
+    offsets = np.arange(-t + 1, t)
+    return offsets, np.array([float(torch.diagonal(p, o).mean()) for o in offsets])
+
+
+def plot_observations(fig, offsets_w, norms, offsets_a, attn, t: int) -> None:
+    """norms: (n_seeds, 2k+1); attn: (n_seeds, 2T-1)."""
+    ax1, ax2 = fig.subplots(1, 2)
+    for data, ax, x in ((norms, ax1, offsets_w), (attn, ax2, offsets_a)):
+        ax.plot(x, data.mean(0), "o-", ms=3, color="C0", label="mean over seeds")
+        ax.fill_between(x, data.min(0), data.max(0), color="C0", alpha=0.25, label="min-max")
+    ax1.set(title="layer 0: norm of learned w_offset", xlabel="offset j - i (clipped, tokens)", ylabel="L2 norm")
+    ax2.axhline(1 / t, color="0.4", ls=":", label="uniform 1/T")
+    ax2.set(title="layer 0: mean attention at each offset", xlabel="offset j - i (tokens)", ylabel="probability")
+    ax2.legend(fontsize=8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage and compute (Huang et al. 2020, sec. 3.3 / Table 1)
+# ---------------------------------------------------------------------------------------------
+def position_parameters(model: MiniBert) -> int:
+    """Parameters that exist only to encode position: the learned table or the relative tables."""
+    n = sum(p.numel() for name, p in model.named_parameters()
+            if name.startswith("embeddings.position_embeddings") or ".attention.position." in name)
+    return int(n)
+
+
+@torch.no_grad()
+def forward_ms(model: MiniBert, batch_size: int, t: int, repeats: int = 5, seed: int = 0) -> float:
+    """Best-of-`repeats` wall time (ms) of one forward pass without internals (the fused attention path)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, model.cfg.vocab_size, (batch_size, t), generator=g)
+    model.eval()
+    model(ids)  # warm-up
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model(ids)
+        best = min(best, time.perf_counter() - start)
+    return 1000 * best
+
+
+def position_costs(base: MiniBertConfig, t: int = 128, batch_size: int = 8, repeats: int = 5,
+                   methods=POSITIONS, clip: int = 16) -> dict:
+    """For each method on the same base config: position parameters, all parameters, forward time (ms)."""
+    if t > base.max_len:
+        base = base.replace(max_len=t)
+    rows = {}
+    for pos in methods:
+        torch.manual_seed(0)
+        model = MiniBert(base.replace(pos=pos, rel_clip=clip))
+        rows[pos] = {"position_params": position_parameters(model), "params": model.num_parameters(),
+                     "forward_ms": forward_ms(model, batch_size, t, repeats)}
+    return rows
+
+
+def method4_scores(model: MiniBert, input_ids: torch.Tensor, layer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Huang et al. eq. 16 by hand, (q_i.k_j + q_i.a_ij + k_j.a_ij) / sqrt(d_head), next to the scores the model
+    computed. -> (by hand, model), both (B, H, T, T)."""
+    if model.cfg.pos != "relative_key_query":
+        raise ValueError(f"model.cfg.pos must be 'relative_key_query', got {model.cfg.pos!r}")
+    with torch.no_grad():
+        internals = model(input_ids, return_internals=True).internals
+        q, k = internals[f"layer{layer}.q"], internals[f"layer{layer}.k"]  # (B, H, T, dh)
+        a = model.layers[layer].attention.position.table(input_ids.shape[1])  # (T, T, dh)
+        manual = (q @ k.transpose(-1, -2) + torch.einsum("bhid,ijd->bhij", q, a)
+                  + torch.einsum("bhjd,ijd->bhij", k, a)) * model.cfg.scale
+    return manual, internals[f"layer{layer}.scores"]
+
+
+def position_similarity(table: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cosine similarity of learned absolute position vectors (n, d) -> (matrix (n, n), offsets 0..n-1,
+    mean similarity at each offset)."""
+    if table.dim() != 2 or table.shape[0] < 2:
+        raise ValueError(f"table must be (n >= 2, d), got {tuple(table.shape)}")
+    x = torch.nn.functional.normalize(table.detach().float(), dim=1)
+    sim = x @ x.T
+    n = sim.shape[0]
+    return sim.numpy(), np.arange(n), np.array([float(torch.diagonal(sim, o).mean()) for o in range(n)])
