@@ -36,6 +36,9 @@ class TrainConfig:
     entropy_every: int = 0       # record attention entropy every N steps (0: never; costs an extra forward)
     progress: bool = False
     device: str | torch.device | None = None  # None: qalib.get_device()
+    # CPU threads while training. The notebooks' models are tiny: on 2 cores one thread is several times
+    # faster than two under any other load (OpenMP's spin-waiting), and never much slower. None: torch's setting.
+    threads: int | None = 1
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "log_every"):
@@ -48,6 +51,8 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{name} must be an int >= 0, got {v!r}")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
             raise ValueError(f"TrainConfig.lr must be in (0, 1), got {self.lr!r}")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"TrainConfig.threads must be None or an int >= 1, got {self.threads!r}")
         if self.clip < 0 or self.weight_decay < 0:
             raise ValueError("TrainConfig.clip and weight_decay must be >= 0")
 
@@ -113,6 +118,16 @@ def attention_entropy(model: MiniBert, batch: Batch) -> list[float]:
 
 def train(model: MiniBert, task, cfg: TrainConfig = TrainConfig()) -> History:
     device = get_device(cfg.device)
+    previous_threads = torch.get_num_threads()
+    if cfg.threads is not None and device.type == "cpu":
+        torch.set_num_threads(cfg.threads)
+    try:
+        return _train(model, task, cfg, device)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _train(model: MiniBert, task, cfg: TrainConfig, device: torch.device) -> History:
     model.to(device).train()
     torch.manual_seed(cfg.seed)  # dropout masks
     data_gen = torch.Generator().manual_seed(cfg.seed)
