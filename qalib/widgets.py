@@ -103,8 +103,10 @@ class Demo:
         try:
             self.plot(fig, result)
             buf = io.BytesIO()
-            # constrained layout already keeps labels inside the figure: a "tight" bbox would draw it twice
-            fig.savefig(buf, format="png", dpi=self.dpi, bbox_inches=None)
+            # constrained layout already keeps labels inside the figure; a "tight" bbox (the house style's
+            # savefig default) would draw everything twice. bbox_inches=None means "the rc default", hence rc_context.
+            with matplotlib.rc_context({"savefig.bbox": "standard"}):
+                fig.savefig(buf, format="png", dpi=self.dpi)
         finally:
             plt.close(fig)
         png = buf.getvalue()
