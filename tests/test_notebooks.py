@@ -1,5 +1,7 @@
 """Every notebook executes top to bottom in a fresh kernel, and is committed without outputs."""
 
+import re
+
 import nbformat
 import pytest
 
@@ -8,6 +10,7 @@ from qalib.nbtools import execute_twice, has_outputs, notebook_paths
 from conftest import NOTEBOOK_TIMES
 
 PATHS = notebook_paths()
+WALL_CLOCK = re.compile(r"\b(ms|seconds?|faster|slower|wall|timing)\b", re.IGNORECASE)
 
 
 def test_there_are_notebooks():
@@ -30,5 +33,8 @@ def test_notebook_executes_twice_with_the_same_claims(path):
     NOTEBOOK_TIMES[path.name] = (seconds, len(first))
     if not path.name.startswith("00_"):
         assert len(first) >= 8, f"{path.name} checked only {len(first)} claims; every topic notebook verifies its claims"
-    changed = [(a, b) for a, b in zip(first, second) if a != b]
-    assert len(first) == len(second) and not changed, f"{path.name}: re-running changed a claim: {changed[:3]}"
+    statements = [line.split(" — measured:")[0] for line in first], [line.split(" — measured:")[0] for line in second]
+    assert statements[0] == statements[1], f"{path.name}: re-running checked different claims"
+    # Seeded results must reproduce to the printed digit; wall-clock timings legitimately vary between runs.
+    changed = [(a, b) for a, b in zip(first, second) if a != b and not WALL_CLOCK.search(a.split(" — measured:")[0])]
+    assert not changed, f"{path.name}: re-running changed a measured value: {changed[:3]}"

@@ -1,0 +1,148 @@
+"""Notebook 07, section 5: a token task that needs two relations at once, trained with 1, 2, 4, 8 heads.
+
+    task = NeighbourPairTask(m=5, seq_len=12)          # label_t = the ordered pair (x_{t-1}, x_{t+1})
+    res = run_heads_experiment((1, 2, 4, 8), seeds=(0, 1, 2), steps=125)
+    res.accuracy                                       # (n_variants, n_seeds) held-out accuracy
+    pruning_effect(res.models[(8, 0)], task)           # accuracy with each head zeroed, or each head alone
+
+The models have one layer and Shaw relative positions (no absolute positions in the residual stream):
+then one head returns one weighted average of the value vectors, p v(x_{t-1}) + (1 - p) v(x_{t+1}),
+and the order of the two tokens survives only if p is far from 1/2. Two heads can each read one side.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from qalib.config import MiniBertConfig
+from qalib.data import CLS, IGNORE, N_SPECIAL, SEP, Batch
+from qalib.model import MiniBert
+from qalib.train import TrainConfig, evaluate, train
+
+
+def _int_at_least(name: str, value, minimum: int) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+@dataclass
+class NeighbourPairTask:
+    """Uniform random tokens from m symbols; at every inner position the label is the ordered pair
+    (x_{t-1}, x_{t+1}) coded as one class a*m + b (m^2 classes; chance 1/m^2). [CLS] x [SEP]."""
+
+    m: int = 5
+    seq_len: int = 12
+
+    def __post_init__(self):
+        _int_at_least("m", self.m, 2)
+        _int_at_least("seq_len", self.seq_len, 3)
+
+    @property
+    def vocab_size(self) -> int:
+        return N_SPECIAL + self.m * self.m  # the m input symbols are the first m content ids
+
+    def batch(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
+        _int_at_least("batch_size", batch_size, 1)
+        x = torch.randint(self.m, (batch_size, self.seq_len), generator=generator)  # (B, T) symbols 0..m-1
+        labels = torch.full((batch_size, self.seq_len + 2), IGNORE)
+        labels[:, 2:-2] = N_SPECIAL + x[:, :-2] * self.m + x[:, 2:]  # inner position t: (x_{t-1}, x_{t+1})
+        cls, sep = torch.full((batch_size, 1), CLS), torch.full((batch_size, 1), SEP)
+        ids = torch.cat([cls, x + N_SPECIAL, sep], dim=1)  # (B, T + 2)
+        return Batch(ids, torch.zeros_like(ids), torch.ones_like(ids), labels, "token")
+
+
+def heads_config(n_heads: int, d_model: int = 32, task: NeighbourPairTask | None = None) -> MiniBertConfig:
+    """One layer, Shaw relative positions clipped at 2: the variants differ only in n_heads."""
+    task = task or NeighbourPairTask()
+    _int_at_least("n_heads", n_heads, 1)
+    if d_model % n_heads:
+        raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
+    return MiniBertConfig(vocab_size=task.vocab_size, d_model=d_model, n_layers=1, n_heads=n_heads,
+                          d_ff=2 * d_model, max_len=task.seq_len + 2, pos="shaw", rel_clip=2)
+
+
+@dataclass
+class HeadsResult:
+    n_heads: list[int]
+    seeds: list[int]
+    accuracy: np.ndarray                   # (n_variants, n_seeds), held-out
+    curve_steps: list[int]
+    curves: np.ndarray                     # (n_variants, n_seeds, n_logged) training accuracy
+    models: dict = field(default_factory=dict, repr=False)  # (n_heads, seed) -> trained MiniBert (CPU, eval)
+    task: NeighbourPairTask = field(default_factory=NeighbourPairTask)
+
+    def mean(self) -> np.ndarray:
+        return self.accuracy.mean(axis=1)
+
+
+def run_heads_experiment(n_heads=(1, 2, 4, 8), seeds=(0, 1, 2), steps: int = 125, d_model: int = 32,
+                         lr: float = 1e-2, batch_size: int = 64, warmup: int = 10, task: NeighbourPairTask | None = None,
+                         device: str | None = None) -> HeadsResult:
+    """Train one model per (n_heads, seed) at equal d_model; evaluate on fresh batches."""
+    task = task or NeighbourPairTask()
+    if not n_heads or not seeds:
+        raise ValueError("n_heads and seeds must be non-empty")
+    _int_at_least("steps", steps, 1)
+    acc = np.zeros((len(n_heads), len(seeds)))
+    curves, models = [], {}
+    for i, h in enumerate(n_heads):
+        row = []
+        for j, seed in enumerate(seeds):
+            torch.manual_seed(seed)  # same seed, same data stream for every variant
+            model = MiniBert(heads_config(h, d_model, task))
+            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, seed=seed,
+                                                  log_every=max(1, steps // 25), device=device))
+            acc[i, j] = evaluate(model, task, n_batches=2, batch_size=256)["accuracy"]
+            models[(h, seed)] = model.cpu().eval()
+            row.append(hist.accuracy)
+        curves.append(row)
+    return HeadsResult(list(n_heads), list(seeds), acc, hist.step, np.array(curves), models, task)
+
+
+# -- what the heads do, and what removing them costs ----------------------------------------------
+@torch.no_grad()
+def offset_profile(model: MiniBert, task: NeighbourPairTask, offsets=(-2, -1, 0, 1, 2), layer: int = 0,
+                   seed: int = 7, n: int = 256) -> np.ndarray:
+    """(H, len(offsets)): mean attention mass each head puts at key position t + offset, over inner queries."""
+    batch = task.batch(n, torch.Generator().manual_seed(seed))
+    probs = model(**batch.model_inputs(), return_internals=True).internals[f"layer{layer}.probs"]  # (B, H, T, T)
+    t = probs.shape[-1]
+    queries = torch.arange(2, t - 2)  # inner positions: both neighbours are content tokens
+    out = [probs[:, :, queries, queries + o].mean(dim=(0, 2)) for o in offsets]  # each (H,)
+    return torch.stack(out, dim=-1).numpy()
+
+
+def prune_heads(model: MiniBert, layer: int, heads) -> MiniBert:
+    """A copy whose attention output ignores `heads` of `layer`: the columns of W_O that read them are zeroed.
+
+    Multi-head output = concat(head_1..head_H) W_O^T = sum_h head_h W_O[:, slice_h]^T, so this removes
+    exactly those heads' contributions (Michel et al. 2019 mask heads the same way)."""
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    if not 0 <= layer < n_layers:
+        raise ValueError(f"layer must be in [0, {n_layers - 1}], got {layer}")
+    heads = list(heads)
+    if any(not 0 <= h < n_heads for h in heads):
+        raise ValueError(f"heads must be in [0, {n_heads - 1}], got {heads}")
+    pruned = copy.deepcopy(model)
+    dh = model.cfg.d_head
+    with torch.no_grad():
+        w = pruned.layers[layer].attention.output.weight  # (d, d): input columns = concatenated heads
+        for h in heads:
+            w[:, h * dh:(h + 1) * dh] = 0.0
+    return pruned
+
+
+def pruning_effect(model: MiniBert, task: NeighbourPairTask, layer: int = 0, n_batches: int = 1,
+                   batch_size: int = 128) -> dict:
+    """Accuracy of the full model, with each head removed alone, and with each head kept alone."""
+    n = model.cfg.n_heads
+    acc = lambda m: evaluate(m, task, n_batches=n_batches, batch_size=batch_size)["accuracy"]  # noqa: E731
+    full = acc(model)
+    without = np.array([acc(prune_heads(model, layer, [h])) for h in range(n)])
+    only = np.array([acc(prune_heads(model, layer, [g for g in range(n) if g != h])) for h in range(n)])
+    return {"full": full, "without": without, "only": only, "drop": full - without}
