@@ -59,6 +59,8 @@ class Demo:
         self.result: Any = None
         self.error: str | None = None
         self.last_redraw_s: float = float("nan")
+        self._layouts: dict[tuple, list] = {}  # layout key -> axes positions (see _draw)
+        self._new_layout_key: tuple | None = None
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%"))
         self.message = W.HTML()
         header = [W.HTML(f"<b>{title}</b>")] if title else []
@@ -99,14 +101,14 @@ class Demo:
             return
         self.error = None
         self.result = result
-        fig = plt.figure(figsize=self.figsize, dpi=self.dpi, layout="constrained")
+        fig = self._draw(result)
         try:
-            self.plot(fig, result)
             buf = io.BytesIO()
-            # constrained layout already keeps labels inside the figure; a "tight" bbox (the house style's
-            # savefig default) would draw everything twice. bbox_inches=None means "the rc default", hence rc_context.
+            # the layout is settled already; a "tight" bbox (the house style's savefig default) would draw
+            # everything twice. bbox_inches=None means "the rc default", hence rc_context.
             with matplotlib.rc_context({"savefig.bbox": "standard"}):
                 fig.savefig(buf, format="png", dpi=self.dpi)
+            self._keep_layout(fig)
         finally:
             plt.close(fig)
         png = buf.getvalue()
@@ -116,10 +118,70 @@ class Demo:
         self.redraws += 1
         self.last_redraw_s = time.perf_counter() - start
 
+    def _draw(self, result: Any) -> matplotlib.figure.Figure:
+        """A new figure with `plot` applied and its axes laid out.
+
+        Constrained layout measures every label and tick, which costs about as much as drawing the figure.
+        A control change rarely changes what the layout depends on (which axes there are, their titles and
+        labels, how long the tick labels are), so a layout found once is reused for every figure with the
+        same layout key; anything else is laid out afresh. Coming back to a setting therefore draws the
+        same picture.
+        """
+        fig = plt.figure(figsize=self.figsize, dpi=self.dpi, layout="none" if self._layouts else "constrained")
+        self.plot(fig, result)
+        key = _layout_key(fig)
+        positions = self._layouts.get(key)
+        if positions is not None:
+            for ax, box in zip(fig.axes, positions):
+                ax.set_position(box)
+            return fig
+        if fig.get_layout_engine() is None:  # a new kind of figure: plot it again, laid out
+            plt.close(fig)
+            fig = plt.figure(figsize=self.figsize, dpi=self.dpi, layout="constrained")
+            self.plot(fig, result)
+        self._new_layout_key = key  # redraw() keeps the positions once savefig has run the layout
+        return fig
+
+    def _keep_layout(self, fig: matplotlib.figure.Figure) -> None:
+        key, self._new_layout_key = self._new_layout_key, None
+        if key is None:
+            return
+        if len(self._layouts) >= 64:
+            self._layouts.pop(next(iter(self._layouts)))  # oldest first: a bounded cache
+        self._layouts[key] = [ax.get_position(original=True).frozen() for ax in fig.axes]
+
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
+
+
+def _layout_key(fig: matplotlib.figure.Figure) -> tuple:
+    """What constrained layout depends on, found without measuring text: which axes there are, how many
+    lines their titles and axis labels take, their legends' size, and how long their tick labels are.
+    Numbers that change inside a title from one setting to the next do not change the layout."""
+    key: list = [_lines(fig.get_suptitle()) if hasattr(fig, "get_suptitle") else 0]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        legend_texts = [t.get_text() for t in legend.get_texts()] if legend else []
+        key.append((
+            *(_lines(ax.get_title(loc)) for loc in ("left", "center", "right")),
+            _lines(ax.xaxis.label.get_text()), _lines(ax.yaxis.label.get_text()),
+            len(legend_texts), max(map(len, legend_texts), default=0),
+            _tick_label_length(ax.xaxis), _tick_label_length(ax.yaxis),
+        ))
+    return tuple(key)
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + 1 if text else 0
+
+
+def _tick_label_length(axis) -> int:
+    if not axis.get_visible():
+        return 0
+    labels = axis.major.formatter.format_ticks(axis.get_majorticklocs())
+    return max((len(str(label)) for label in labels), default=0)
 
 
 def _note_html(result: Any) -> str:

@@ -102,6 +102,25 @@ def test_demo_shows_a_message_for_bad_values_and_keeps_the_figure():
         demo.set(y=1)
 
 
+def _titled_plot(fig, r):
+    ax = fig.add_subplot()
+    ax.plot(r["x"], r["y"])
+    ax.set_title(f"slope {r['y'][1]:.2f}")  # a number in the title does not change the layout
+
+
+def test_demo_reuses_a_layout_until_what_it_depends_on_changes():
+    demo = Demo(_square, _titled_plot, {"x": W.FloatSlider(value=2.0, min=0, max=3000)})
+    first = demo.image.value
+    demo.set(x=1.75)  # y up to 7 instead of 8, tick labels still one character long
+    assert len(demo._layouts) == 1 and demo.image.value != first  # the first layout is reused
+    demo.set(x=3000.0)  # y tick labels grow to "12000": the axes must move right
+    assert len(demo._layouts) == 2
+    short_labels, long_labels = demo._layouts.values()
+    assert long_labels[0].x0 > short_labels[0].x0
+    demo.set(x=2.0)
+    assert demo.image.value == first  # back to the first setting: the same picture
+
+
 def test_finite_values():
     assert finite_values({"a": [1.0, np.ones(2)], "b": torch.zeros(3)})
     assert not finite_values({"a": [1.0, np.array([np.nan])]})

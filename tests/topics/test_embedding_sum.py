@@ -3,7 +3,6 @@
 import math
 
 import matplotlib
-import numpy as np
 import pytest
 import torch
 
@@ -14,7 +13,7 @@ from qalib.data import CLS, SEP  # noqa: E402
 from qalib.model import MiniBert  # noqa: E402
 from qalib.topics import embedding_sum as es  # noqa: E402
 from qalib.topics import embedding_sum_experiment as ex  # noqa: E402
-from qalib.widgets import finite_values, sweep_values  # noqa: E402
+from qalib.widgets import finite_values  # noqa: E402
 
 
 # -- identity, parameter counts, concat folding, gradients ------------------------------------
@@ -186,15 +185,6 @@ def test_real_subspaces_and_probe(minilm):
 
 
 # -- demos -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("factory", es.DEMOS, ids=lambda f: f.__name__)
-def test_demo_controls_sweep(factory, minilm):
-    demo = factory()
-    assert demo.error is None and finite_values(demo.result)
-    for name, control in demo.controls.items():
-        for value in sweep_values(control):
-            demo.set(**{name: value})
-            assert demo.error is None or len(demo.error) > 10
-            assert finite_values(demo.result)
 
 
 def test_pair_demo_messages(minilm):

@@ -12,7 +12,6 @@ import torch.nn.functional as F  # noqa: E402
 from qalib.data import IGNORE, PAD, SEP, SyntheticLanguage  # noqa: E402
 from qalib.topics import normalization as nz  # noqa: E402
 from qalib.topics import normalization_experiment as ne  # noqa: E402
-from qalib.widgets import finite_values, sweep_values  # noqa: E402
 
 
 # -- axes ---------------------------------------------------------------------------------
@@ -155,12 +154,3 @@ def test_minilm_layernorms_on_the_sphere():
 
 
 # -- demos ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("factory", nz.DEMOS)
-def test_demo_controls_sweep(factory):
-    demo = factory()
-    for name, control in demo.controls.items():
-        for value in sweep_values(control):
-            demo.set(**{name: value})
-            assert demo.error is None or isinstance(demo.error, str)
-            assert finite_values(demo.result)
-    assert demo.redraws > 1

@@ -11,7 +11,7 @@ from qalib.positions import frequencies, offset_matrix
 from qalib.presets import TINY
 from qalib.topics import shared_qk as S
 from qalib.topics import shared_qk_experiment as E
-from qalib.widgets import finite_values, sweep_values
+from qalib.widgets import finite_values
 
 
 # -- inputs and diagonal statistics ----------------------------------------------------------------
@@ -200,16 +200,6 @@ def test_plots_draw():
 
 
 # -- demos -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("factory", S.DEMOS)
-def test_demo_controls_sweep(factory):
-    demo = factory()
-    assert demo.error is None and finite_values(demo.result)
-    for name, control in demo.controls.items():
-        for value in sweep_values(control):
-            demo.set(**{name: value})
-            assert demo.error is None or len(demo.error) > 10
-            assert finite_values(demo.result)
-    plt.close("all")
 
 
 def test_attention_masses_margin_is_pinned_for_a_shared_model():
