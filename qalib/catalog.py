@@ -56,15 +56,21 @@ CATALOG = [
     Entry("08_relative_positions.ipynb", "How do relative position embeddings work?",
           "They add a term depending on j - i to the attention score (Shaw, T5, ALiBi) or rotate q and k (RoPE).",
           "clipping distance and method"),
-    Entry("09_attention_random_walk.ipynb", "Is attention a random walk?",
-          "softmax(QK^T) is row-stochastic: a Markov transition matrix. Without residuals stacked attention collapses rank.",
-          "temperature and steps; depth and residuals"),
+    Entry("09_attention_random_walk.ipynb", "Is attention a random walk over the tokens?",
+          "softmax(QK^T/sqrt(d)) has positive entries and rows summing to 1: a Markov transition matrix whose powers "
+          "converge to a stationary distribution. Each layer averages tokens, so stacked attention without residuals "
+          "collapses them to one vector doubly exponentially (Dong et al. 2021); the residual path stops it.",
+          "temperature and steps of the walk; depth, residual, MLP and LayerNorm of a collapsing stack"),
     Entry("10_residuals_ffn_masks.ipynb", "What do residuals, the FFN and the masks do, and what does attention cost?",
-          "Residuals carry gradients, the FFN adds the nonlinearity, masks stop leaks; attention costs O(T^2 d).",
-          "sequence length; mask on/off"),
-    Entry("11_mlm_and_nsp.ipynb", "How is BERT pretrained (MLM 80/10/10, NSP)?",
-          "15% of tokens are chosen: 80% [MASK], 10% random, 10% kept, so the model cannot rely on seeing [MASK].",
-          "masking probabilities"),
+          "Residuals give every layer an identity path for activations and gradients; with fixed attention weights a "
+          "layer is linear in V, so the FFN supplies the nonlinearity; masks stop information from future or padded "
+          "tokens; the scores cost O(T^2) memory and O(T^2 d) time, Linformer's fixed-k projection O(T k).",
+          "sequence length and Linformer's k; mask type; depth, residuals and norm"),
+    Entry("11_mlm_and_nsp.ipynb", "How is BERT pretrained: why 15% and 80/10/10, and what happened to NSP?",
+          "15% of tokens are predicted: 80% shown as [MASK], 10% as a random token, 10% unchanged (12% / 1.5% / 1.5% "
+          "of all tokens), so the model must represent every visible token, not only [MASK]. NSP classifies whether "
+          "segment B follows A; RoBERTa found dropping it matches or slightly improves results.",
+          "masking probabilities on a sentence you type; segment ids of a sentence pair"),
 ]
 
 

@@ -1,0 +1,459 @@
+"""Notebook 10: residual connections, the feed-forward layer, masking and the cost of attention.
+
+Compute functions (tensors or numbers in, dicts out), plots `plot_x(fig, result)` and the demos.
+The training experiment and the pretrained-model measurements live in block_parts_experiment.py.
+
+    init_gradients(n_layers=8, residual=False)   # per-layer gradients at initialisation, several seeds
+    identity_at_zero(residual=True)              # a block whose sublayers output 0: identity or erasure?
+    superposition(a=0.7, b=-1.3)                 # f(aX + bY) vs a f(X) + b f(Y): value path, softmax, FFN
+    leak_map("causal", position=5)               # which outputs change when one input token changes
+    linformer_attention(q, k, v, E, F)           # Wang et al. 2020: keys and values projected to k rows
+    cost_curve((256, 512, 1024, 2048), k=64)     # bytes of the scores tensor and time against T
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import time
+
+import ipywidgets as W
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from qalib.attention import AttentionResult, attention
+from qalib.config import MiniBertConfig
+from qalib.data import IGNORE, N_SPECIAL, PAD, ProbeTask
+from qalib.model import MiniBert
+from qalib.train import layer_grad_norms
+from qalib.widgets import Demo
+
+MASKS = ("none", "causal", "padding", "causal + padding")
+
+
+def _int_in(name, value, lo, hi):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+def _float_in(name, value, lo, hi):
+    if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool) or not lo <= float(value) <= hi:
+        raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
+    return float(value)
+
+
+def one_thread(fn):
+    """Run fn with one torch CPU thread: these models are tiny, and on a shared 2-core machine OpenMP's
+    spin-waiting makes two threads many times slower than one."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+    return wrapper
+
+
+def block_config(n_layers: int = 2, residual: bool = True, norm: str = "layer", causal: bool = False,
+                 d_model: int = 32, init_std: float = 0.02) -> MiniBertConfig:
+    """The small mini-BERT of this notebook: vocabulary 32, d=32, 4 heads, d_ff=64, post-norm like BERT."""
+    _int_in("n_layers", n_layers, 1, 48)
+    return MiniBertConfig(vocab_size=32, d_model=d_model, n_layers=n_layers, n_heads=4, d_ff=2 * d_model, max_len=32,
+                          residual=residual, norm=norm, causal=causal, init_std=init_std)
+
+
+# -- 1. residual connections: gradients at initialisation ---------------------------------------
+@one_thread
+def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer", seeds=(0, 1, 2),
+                   batch_size: int = 8, seq_len: int = 12) -> dict:
+    """One backward pass per seed at initialisation (ProbeTask 'previous').
+
+    param: (S, L) gradient norm of each layer's parameters (qalib.train.layer_grad_norms);
+    act:   (S, L+1) norm of dLoss/dh at the embeddings output (depth 0) and after each layer;
+    share: (S, L+1) token-specific share ||g - mean_t g|| / ||g||: 0 means every position receives the same gradient.
+    """
+    _int_in("n_layers", n_layers, 1, 48)
+    if norm not in ("layer", "none"):
+        raise ValueError(f"norm must be 'layer' or 'none', got {norm!r}")
+    if not seeds:
+        raise ValueError("seeds must be non-empty")
+    task = ProbeTask("previous", vocab_size=32, seq_len=_int_in("seq_len", seq_len, 2, 30))
+    param, act, share = [], [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = MiniBert(block_config(n_layers, residual, norm))
+        batch = task.batch(_int_in("batch_size", batch_size, 1, 512), torch.Generator().manual_seed(seed))
+        out = model(**batch.model_inputs(), return_internals=True)
+        hs = [out.internals["embeddings.out"]] + [out.internals[f"layer{i}.hidden"] for i in range(n_layers)]
+        for h in hs:
+            h.retain_grad()
+        keep = batch.labels != IGNORE
+        F.cross_entropy(model.mlm_logits(out.last_hidden_state[keep]), batch.labels[keep]).backward()
+        g = layer_grad_norms(model)
+        param.append([g[f"layer{i}"] for i in range(n_layers)])
+        act.append([float(h.grad.norm()) for h in hs])
+        # position-specific part of the gradient (B, T, d) minus its mean over positions; 0/0 (underflow) counts as 0
+        share.append([float((h.grad - h.grad.mean(1, keepdim=True)).norm() / h.grad.norm()) if h.grad.norm() > 0 else 0.0
+                      for h in hs])
+    return {"param": np.array(param), "act": np.array(act), "share": np.array(share), "n_layers": n_layers,
+            "residual": residual, "norm": norm, "seeds": list(seeds)}
+
+
+def _band(ax, x, rows, label, log=False):
+    """Mean over seeds (rows) with a min-max band; log=True draws log10 of the values (label with _log_ticks)."""
+    rows = np.log10(rows) if log else rows
+    line, = ax.plot(x, rows.mean(0), marker="o", ms=3, label=label)
+    ax.fill_between(x, rows.min(0), rows.max(0), color=line.get_color(), alpha=0.25, lw=0)
+
+
+def _log_ticks(ax, which: str, values) -> None:
+    """Label an axis that shows log10(values) with the values themselves at whole decades. Drawing log10 on a
+    linear axis instead of a log axis keeps a redraw fast (matplotlib's log tick labels are slow to render)."""
+    lo, hi = math.floor(np.nanmin(values)), math.ceil(np.nanmax(values))
+    step = max(1, math.ceil((hi - lo) / 6))
+    ticks = np.arange(lo, hi + 1, step)
+    labels = [f"{10.0 ** t:g}" if -3 <= t <= 4 else f"1e{t}" for t in ticks]
+    (ax.set_xticks if which == "x" else ax.set_yticks)(ticks, labels)
+
+
+def plot_init_gradients(fig, results: dict) -> None:
+    """results: {label: init_gradients(...)}. Gradient size and its token-specific share against depth."""
+    ax1, ax2 = fig.subplots(1, 2)
+    floor = 1e-30  # a gradient that underflowed to 0 is drawn at the floor of the log axis
+    for label, r in results.items():
+        _band(ax1, np.arange(r["n_layers"] + 1), np.maximum(r["act"], floor), label, log=True)
+        _band(ax2, np.arange(r["n_layers"] + 1), r["share"], label)
+    _log_ticks(ax1, "y", np.log10(np.concatenate([np.maximum(r["act"], floor).ravel() for r in results.values()])))
+    ax1.set(title="gradient reaching each depth (min-max over seeds)", xlabel="depth (0 = embeddings output)",
+            ylabel="||dLoss/dh||  (log)")
+    ax2.set(title="token-specific part of that gradient", xlabel="depth (0 = embeddings output)",
+            ylabel="||g - mean over positions|| / ||g||", ylim=(-0.05, 1.05))
+    ax2.legend(fontsize=8)
+
+
+@torch.no_grad()
+@one_thread
+def identity_at_zero(residual: bool = True, n_layers: int = 2, seed: int = 0) -> dict:
+    """Zero the attention and FFN output projections: what does the stack do to its input?
+
+    Post-norm with residual: x -> LN(x + 0) = LN(x), and x is already normalised (embedding LayerNorm), so the
+    stack is the identity (up to LayerNorm's eps). Without residual: LN(0) = beta = 0, every token is erased.
+    """
+    torch.manual_seed(seed)
+    model = MiniBert(block_config(n_layers, residual)).eval()
+    for layer in model.layers:
+        for lin in (layer.attention.output, layer.ffn.output):
+            lin.weight.zero_(), lin.bias.zero_()
+    ids = torch.randint(N_SPECIAL, 32, (2, 10), generator=torch.Generator().manual_seed(seed))
+    out = model(ids, return_internals=True)
+    x0, xl = out.internals["embeddings.out"], out.last_hidden_state
+    return {"max_change": float((xl - x0).abs().max()), "input_norm": float(x0.norm(dim=-1).mean()),
+            "output_norm": float(xl.norm(dim=-1).mean())}
+
+
+# -- 2. where the nonlinearity is ---------------------------------------------------------------
+@one_thread
+def superposition(a: float = 0.7, b: float = -1.3, seq_len: int = 8, seed: int = 0, layer=None) -> dict:
+    """Superposition error ||f(aX+bY) - a f(X) - b f(Y) - (1-a-b) f(0)|| / ||f(aX+bY) - f(0)|| in float64.
+
+    The (1-a-b) f(0) term makes the test exact for affine maps (biases). Maps tested on one encoder layer
+    (a fresh one with init std d^-1/2, or `layer` from a real model):
+      value path, probs frozen:  X -> W_O (P X W_V), P computed once from a reference input
+      attention, probs from X:   the whole attention sublayer, softmax recomputed for every input
+      attention, one token:      the same with T = 1 (the only key gets probability 1)
+      FFN:                       W_2 GELU(W_1 x)
+    """
+    _float_in("a", a, -10, 10), _float_in("b", b, -10, 10)
+    _int_in("seq_len", seq_len, 2, 256)
+    if layer is None:
+        torch.manual_seed(seed)
+        layer = MiniBert(block_config(1, init_std=32 ** -0.5)).layers[0]
+    layer = copy.deepcopy(layer).double().eval()
+    att, d, h = layer.attention, layer.attention.output.in_features, layer.attention.cfg.n_heads
+    g = torch.Generator().manual_seed(seed)
+    x, y, z = (torch.randn(1, seq_len, d, generator=g, dtype=torch.float64) for _ in range(3))
+    with torch.no_grad():
+        probs = _probs(att, z)  # (1, H, T, T), frozen
+
+        def value_path(u):  # W_O (P V) with the probabilities of z
+            v = F.linear(u, *_v_slice(att, d)).view(1, -1, h, d // h).transpose(1, 2)  # (1, H, T, dh)
+            return att.output(torch.matmul(probs, v).transpose(1, 2).reshape(1, -1, d))
+
+        maps = {"value path, probs frozen": value_path,
+                "attention, probs from X": lambda u: att(u, None),
+                "attention, one token": lambda u: att(u[:, :1], None),
+                "FFN": layer.ffn}
+        err = {}
+        for name, f in maps.items():
+            zero = f(torch.zeros_like(x))
+            lhs = f(a * x + b * y) - zero
+            rhs = a * (f(x) - zero) + b * (f(y) - zero)
+            err[name] = float((lhs - rhs).norm() / lhs.norm().clamp_min(1e-300))
+    return {"error": err, "a": a, "b": b, "eps": float(np.finfo(np.float64).eps)}
+
+
+def _v_slice(att, d):
+    """Weight and bias of W_V inside the fused [q | k | v] projection."""
+    return att.qkv.weight[-d:], att.qkv.bias[-d:]
+
+
+def _probs(att, x):
+    b, t, d = x.shape
+    cfg = att.cfg
+    qkv = att.qkv(x).view(b, t, att.n_proj, cfg.n_heads, cfg.d_head).permute(2, 0, 3, 1, 4)
+    q, k = qkv[0], (qkv[0] if att.n_proj == 2 else qkv[1])
+    return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * cfg.scale, dim=-1)  # (B, H, T, T)
+
+
+def plot_superposition(fig, res: dict) -> None:
+    ax = fig.subplots()
+    names = list(res["error"])
+    vals = np.log10(np.maximum([res["error"][n] for n in names], 1e-18))
+    ax.barh(names, vals + 18, left=-18, color=["#2166ac" if v < -10 else "#b35806" for v in vals])
+    ax.axvline(math.log10(res["eps"]), color="grey", ls="--", lw=1, label="float64 machine epsilon")
+    _log_ticks(ax, "x", [-18, 1])
+    ax.set(title=f"superposition test, a={res['a']:g}, b={res['b']:g}", xlabel="relative error (log scale; ~1e-16 = linear)")
+    ax.legend(fontsize=8)
+
+
+# -- 3. masks ---------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4)
+def _leak_model(causal: bool) -> MiniBert:
+    torch.manual_seed(0)
+    return MiniBert(block_config(2, causal=causal, init_std=0.2)).eval()  # larger init: visible attention patterns
+
+
+@torch.no_grad()
+@one_thread
+def leak_map(mask: str = "causal", position: int = 5, n_pad: int = 0, seq_len: int = 12, seed: int = 0) -> dict:
+    """Change the token at `position`; report max |change| of every hidden state (depth x position).
+
+    mask: 'none' (bidirectional, pads attended), 'causal' (GPT-style), 'padding' (attention_mask hides the last
+    n_pad tokens, as BERT does), or both. diff: (n_layers + 1, T), row 0 = embeddings output.
+    """
+    if mask not in MASKS:
+        raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
+    _int_in("seq_len", seq_len, 2, 32)
+    _int_in("position", position, 0, seq_len - 1)
+    _int_in("n_pad", n_pad, 0, seq_len - 1)  # at least one real token
+    model = _leak_model("causal" in mask)
+    ids = torch.randint(N_SPECIAL, 32, (1, seq_len), generator=torch.Generator().manual_seed(seed))
+    real = torch.arange(seq_len) < seq_len - n_pad
+    ids[0, ~real] = PAD
+    changed = ids.clone()
+    changed[0, position] = N_SPECIAL + (int(ids[0, position]) - N_SPECIAL + 7) % (32 - N_SPECIAL)  # another content token
+    attn = real.long()[None] if "padding" in mask else None
+    runs = [model(i, attention_mask=attn, return_internals=True).internals for i in (ids, changed)]
+    names = ["embeddings.out"] + [f"layer{i}.hidden" for i in range(model.cfg.n_layers)]
+    diff = torch.stack([(runs[1][n] - runs[0][n]).abs().amax(-1)[0] for n in names]).numpy()  # (L+1, T)
+    moved = diff[-1] > 0
+    others = real.numpy() & (np.arange(seq_len) != position)
+    result = {"diff": diff, "real": real.numpy(), "position": position, "mask": mask,
+              "earlier_changed": int(moved[:position].sum()), "unmasked_changed": int((moved & others).sum()),
+              "max_earlier": float(diff[-1, :position].max()) if position else 0.0}
+    if not real[position]:
+        result["note"] = (f"position {position} is padding: with the padding mask no real token may change; "
+                          "without it the pad is attended like any token")
+    elif position == 0 and "causal" in mask:
+        result["note"] = "position 0 has no earlier positions: pick a later one to see what the causal mask protects"
+    return result
+
+
+def plot_leak_map(fig, res: dict) -> None:
+    ax = fig.subplots()
+    floor = -9.0
+    shown = np.log10(np.maximum(res["diff"], 10 ** floor))
+    im = ax.imshow(shown, cmap="viridis", vmin=floor, vmax=1, aspect="auto", interpolation="nearest")
+    fig.colorbar(im, ax=ax, label="log10 max |change|  (-9 = unchanged)")
+    t = res["diff"].shape[1]
+    ax.axvline(res["position"], color="white", ls="--", lw=1.5)
+    for j in np.flatnonzero(~res["real"]):
+        ax.text(j, res["diff"].shape[0] - 0.5, "pad", ha="center", va="bottom", color="#b35806", fontsize=8)
+    ax.set_yticks(range(res["diff"].shape[0]), ["embeddings"] + [f"layer {i}" for i in range(res["diff"].shape[0] - 1)])
+    ax.set_xticks(range(t))
+    ax.set(xlabel="position (dashed: the token that was changed)", ylabel="hidden state",
+           title=f"mask = {res['mask']}: {res['earlier_changed']} earlier outputs changed, "
+                 f"{res['unmasked_changed']} other real outputs changed")
+
+
+# -- 4. cost: full attention vs Linformer ------------------------------------------------------
+def linformer_attention(q, k, v, E, F_, scale=None) -> AttentionResult:
+    """Linformer (Wang et al. 2020, sec. 4, eq. 7): softmax(Q (E K)^T / sqrt(d)) (F V).
+
+    q, k, v: (..., T, d_head); E, F_: (k_proj, T) project the *length* axis of K and V to k_proj rows.
+    scores and probs are (..., T, k_proj): memory and time O(T k), not O(T^2).
+    """
+    if E.shape != F_.shape or E.dim() != 2 or E.shape[1] != k.shape[-2]:
+        raise ValueError(f"E and F must both be (k_proj, T={k.shape[-2]}), got {tuple(E.shape)} and {tuple(F_.shape)}")
+    return attention(q, torch.matmul(E, k), torch.matmul(F_, v), scale=scale)  # E K: (..., k_proj, d_head)
+
+
+class LinformerSelfAttention(nn.Module):
+    """Multi-head self-attention with Linformer's length projections, shared across heads (their 'headwise' sharing).
+
+    Sequences shorter than max_len use the first T columns of E and F (as if padded to max_len).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, max_len: int, k_proj: int) -> None:
+        super().__init__()
+        _int_in("k_proj", k_proj, 1, 1 << 20), _int_in("max_len", max_len, 1, 1 << 20)
+        if d_model % n_heads:
+            raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
+        self.n_heads, self.max_len = n_heads, max_len
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.output = nn.Linear(d_model, d_model)
+        self.E = nn.Parameter(torch.randn(k_proj, max_len) / math.sqrt(k_proj))  # JL-style random init
+        self.F = nn.Parameter(torch.randn(k_proj, max_len) / math.sqrt(k_proj))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        if t > self.max_len:
+            raise ValueError(f"sequence length {t} exceeds max_len={self.max_len}: E and F have max_len columns")
+        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # each (B, H, T, dh)
+        res = linformer_attention(q, k, v, self.E[:, :t], self.F[:, :t])
+        return self.output(res.out.transpose(1, 2).reshape(b, t, d)), res.scores  # scores (B, H, T, k_proj)
+
+
+def fit_exponent(x, y, robust: bool = False) -> float:
+    """Slope p of log y against log x (y ~ c x^p): least squares, or with robust=True the median of the slopes
+    between all pairs of points (Theil-Sen), which one timing disturbed by another process cannot drag far."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape != y.shape or x.size < 2 or (x <= 0).any() or (y <= 0).any():
+        raise ValueError("x and y need the same shape, >= 2 points and positive values")
+    lx, ly = np.log(x), np.log(y)
+    if not robust:
+        return float(np.polyfit(lx, ly, 1)[0])
+    i, j = np.triu_indices(x.size, k=1)
+    keep = lx[j] != lx[i]
+    return float(np.median((ly[j] - ly[i])[keep] / (lx[j] - lx[i])[keep]))
+
+
+def _time_min(fns, repeats):
+    """Best wall time of each function over `repeats` rounds; the functions alternate, so a burst of load
+    from another process hits both rather than one."""
+    best = [math.inf] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+@torch.no_grad()
+@one_thread
+def cost_curve(lengths=(256, 512, 1024, 2048), batch: int = 1, heads: int = 2, d_head: int = 32, k_proj=64,
+               repeats: int = 3, seed: int = 0) -> dict:
+    """Bytes of the scores tensor and wall time (best of `repeats`, one CPU thread) of full attention and of
+    Linformer, for each sequence length, with fitted exponents (exact least squares for bytes, Theil-Sen for time).
+    k_proj: an int, or a callable T -> k (to test 'k^2 = T')."""
+    lengths = [_int_in("length", t, 2, 8192) for t in lengths]
+    _int_in("repeats", repeats, 1, 20)
+    g = torch.Generator().manual_seed(seed)
+    out = {"T": np.array(lengths), "bytes_full": [], "bytes_lin": [], "time_full": [], "time_lin": [], "k": []}
+    for t in lengths:
+        kp = int(k_proj(t)) if callable(k_proj) else _int_in("k_proj", k_proj, 1, 8192)
+        q, k, v = (torch.randn(batch, heads, t, d_head, generator=g) for _ in range(3))
+        E, F_ = (torch.randn(kp, t, generator=g) / math.sqrt(kp) for _ in range(2))
+        full, lin = attention(q, k, v), linformer_attention(q, k, v, E, F_)
+        out["bytes_full"].append(full.scores.element_size() * full.scores.numel())
+        out["bytes_lin"].append(lin.scores.element_size() * lin.scores.numel())
+        t_full, t_lin = _time_min([lambda: attention(q, k, v), lambda: linformer_attention(q, k, v, E, F_)], repeats)
+        out["time_full"].append(t_full)
+        out["time_lin"].append(t_lin)
+        out["k"].append(kp)
+    out = {key: np.array(val) if isinstance(val, list) else val for key, val in out.items()}
+    for key in ("bytes_full", "bytes_lin", "time_full", "time_lin"):
+        if len(lengths) >= 2:  # one length (the demo's single timing) has no slope
+            out["exp_" + key] = fit_exponent(out["T"], out[key], robust=key.startswith("time"))
+    return out
+
+
+def plot_cost(fig, res: dict, mark: int | None = None) -> None:
+    ax1, ax2 = fig.subplots(1, 2)
+    lt = np.log10(res["T"])
+    for ax, key, unit, scale in ((ax1, "bytes", "MB", 1e-6), (ax2, "time", "ms", 1e3)):
+        full, lin = np.log10(res[f"{key}_full"] * scale), np.log10(res[f"{key}_lin"] * scale)
+        ax.plot(lt, full, "o-", label=f"full: T^{res[f'exp_{key}_full']:.2f}")
+        ax.plot(lt, lin, "s-", label=f"Linformer: T^{res[f'exp_{key}_lin']:.2f}")
+        if mark is not None:
+            ax.axvline(math.log10(mark), color="grey", ls="--", lw=1)
+        ax.set_xticks(lt, [str(t) for t in res["T"]])
+        _log_ticks(ax, "y", np.concatenate([full, lin]))
+        ax.set(xlabel="sequence length T (log scale)", ylabel=f"{unit} (log scale)")
+        ax.legend(fontsize=8)
+    ax1.set_title("scores tensor (B, H, T, T) vs (B, H, T, k)")
+    ax2.set_title("attention forward, 1 CPU thread (best of repeats)")
+
+
+# -- demos ------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=512)
+def _one_timing(T: int, k: int) -> tuple[float, float]:
+    """One measured forward pass (ms) of full attention and of Linformer, 1 head; kept per setting, so coming
+    back to a setting redraws the same picture and costs nothing."""
+    res = cost_curve((T,), batch=1, heads=1, d_head=32, k_proj=k, repeats=1)
+    return float(res["time_full"][0] * 1e3), float(res["time_lin"][0] * 1e3)
+
+
+def cost_view(T: int = 512, k: int = 64) -> dict:
+    """Exact memory curves for BERT-base sizes (12 heads, float32, batch 1) and one short timing at T (1 head,
+    measured the first time a setting is shown)."""
+    _int_in("T", T, 16, 4096), _int_in("k", k, 1, 4096)
+    grid = np.unique(np.geomspace(16, 4096, 25).astype(int))
+    ms_full, ms_lin = _one_timing(int(T), int(k))
+    out = {"grid": grid, "mb_full": 12 * grid ** 2 * 4 / 1e6, "mb_lin": 12 * grid * k * 4 / 1e6, "T": T, "k": k,
+           "ms_full": ms_full, "ms_lin": ms_lin}
+    if k >= T:
+        out["note"] = f"k = {k} >= T = {T}: the projection does not shorten anything; Linformer only pays off for T >> k"
+    return out
+
+
+def plot_cost_view(fig, r: dict) -> None:
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
+    lg, full, lin = np.log10(r["grid"]), np.log10(r["mb_full"]), np.log10(r["mb_lin"])
+    ax1.plot(lg, full, label="full: 12 T^2 x 4 bytes")
+    ax1.plot(lg, lin, label=f"Linformer: 12 T k x 4 bytes, k={r['k']}")
+    ax1.axvline(math.log10(r["T"]), color="grey", ls="--", lw=1)
+    ax1.set_xticks(np.log10([16, 64, 256, 1024, 4096]), ["16", "64", "256", "1024", "4096"])
+    _log_ticks(ax1, "y", np.concatenate([full, lin]))
+    ax1.set(title=f"scores per layer, BERT-base heads: {12 * r['T'] ** 2 * 4 / 1e6:.3g} MB at T={r['T']}",
+            xlabel="sequence length T (log scale)", ylabel="MB (log scale)")
+    ax1.legend(fontsize=8)
+    ax2.bar(["full", "Linformer"], [r["ms_full"], r["ms_lin"]], color=["#2166ac", "#b35806"])
+    ax2.set(title=f"measured, 1 head, T={r['T']}", ylabel="wall time (ms, one run)")
+
+
+def cost_demo() -> Demo:
+    controls = {"T": W.IntSlider(value=512, min=16, max=1024, step=16, description="sequence length T"),
+                "k": W.IntSlider(value=64, min=16, max=256, step=16, description="Linformer k")}
+    return Demo(cost_view, plot_cost_view, controls, title="Sequence length -> memory and time of attention",
+                figsize=(10, 3.6))
+
+
+def mask_demo() -> Demo:
+    controls = {"mask": W.Dropdown(options=list(MASKS), value="causal", description="mask"),
+                "position": W.IntSlider(value=5, min=0, max=11, description="changed position"),
+                "n_pad": W.IntSlider(value=3, min=0, max=8, description="padding tokens")}
+    return Demo(leak_map, plot_leak_map, controls, title="Change one token: which outputs move?", figsize=(9, 3.4))
+
+
+def residual_view(n_layers: int = 8, residual: bool = True, norm: str = "layer") -> dict:
+    label = f"{'with' if residual else 'without'} residual, norm={norm}"
+    return {label: init_gradients(n_layers, residual, norm, seeds=(0, 1, 2), batch_size=4, seq_len=8)}
+
+
+def residual_demo() -> Demo:
+    controls = {"n_layers": W.IntSlider(value=8, min=1, max=12, description="layers"),
+                "residual": W.Checkbox(value=False, description="residual connections"),
+                "norm": W.Dropdown(options=["layer", "none"], value="layer", description="norm")}
+    return Demo(residual_view, plot_init_gradients, controls, title="Gradients at initialisation, 3 seeds",
+                figsize=(9, 3.4))
+
+
+DEMOS = [cost_demo, mask_demo, residual_demo]

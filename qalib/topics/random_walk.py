@@ -1,0 +1,357 @@
+"""Notebook 09: attention as a Markov chain, the Gaussian-kernel identity, and rank collapse.
+
+Compute functions (tensors in, dicts out, seeded, float64 where round-off matters), plot functions
+`plot_x(fig, result)` and the demos. The training experiment and the all-MiniLM-L6-v2 measurements live in
+qalib/topics/random_walk_experiment.py.
+
+    P = softmax(Q K^T / sqrt(d))          rows sum to 1: a transition matrix (Coifman & Lafon 2006)
+    exp(q.k/s) = exp(-|q-k|^2/2s) exp(|q|^2/2s) exp(|k|^2/2s)   exact; the query factor cancels in each row
+    pure attention stacks lose rank doubly exponentially with depth (Dong, Cordonnier, Loukas 2021, Thm 2.2)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import ipywidgets as W
+import matplotlib.ticker
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from qalib.widgets import Demo
+
+FLOAT_FLOOR = 1e-16  # float64 round-off: a mean-removed ratio below this is "fully collapsed"
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+def _int_in(name: str, value, lo: int, hi: int) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+def _float_in(name: str, value, lo: float, hi: float) -> float:
+    if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
+    return float(value)
+
+
+def _one_thread(fn):
+    """Run with one torch thread: these matrices are tiny, and on a busy 2-core machine a second
+    thread spin-waiting costs more than it saves (the same reason qalib.train defaults to threads=1)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        previous = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(previous)
+    return wrapper
+
+
+def _matrix(name: str, x, square: bool = False) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or (square and x.shape[0] != x.shape[1]):
+        kind = "square (n, n)" if square else "(n, d)"
+        raise ValueError(f"{name} must be a {kind} tensor, got {getattr(x, 'shape', type(x))}")
+    return x.double()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens on the LayerNorm sphere, the kernel identity, the transition matrix
+# ---------------------------------------------------------------------------------------------
+def sphere_tokens(n: int = 24, d: int = 16, n_clusters: int = 3, spread: float = 0.5, seed: int = 0) -> torch.Tensor:
+    """(n, d) float64 tokens after a LayerNorm without gain and bias: every row has mean 0 and norm sqrt(d).
+    Rows are drawn around `n_clusters` random centres (noise std `spread`), sorted by cluster."""
+    n, d = _int_in("n", n, 2, 512), _int_in("d", d, 2, 4096)
+    n_clusters = _int_in("n_clusters", n_clusters, 1, n)
+    spread = _float_in("spread", spread, 0.0, 100.0)
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(n_clusters, d, generator=g, dtype=torch.float64)
+    label = torch.arange(n) * n_clusters // n  # 0 0 .. 1 1 .. 2 2: contiguous blocks
+    x = centres[label] + spread * torch.randn(n, d, generator=g, dtype=torch.float64)
+    return F.layer_norm(x, (d,), eps=1e-12)
+
+
+def kernel_identity(q: torch.Tensor, k: torch.Tensor, s: float) -> dict:
+    """Both sides of exp(q.k/s) = exp(-|q-k|^2/2s) * exp(|q|^2/2s) * exp(|k|^2/2s) for every pair (float64)."""
+    q, k = _matrix("q", q), _matrix("k", k)
+    s = _float_in("s", s, 1e-6, 1e6)
+    lhs = torch.exp(q @ k.T / s)                                                   # (n_q, n_k)
+    gauss = torch.exp(-torch.cdist(q, k).pow(2) / (2 * s))                         # Gaussian kernel, bandwidth s
+    q_fac, k_fac = torch.exp(q.pow(2).sum(-1) / (2 * s)), torch.exp(k.pow(2).sum(-1) / (2 * s))
+    return {"lhs": lhs, "gauss": gauss, "q_factor": q_fac, "k_factor": k_fac,
+            "rhs": gauss * q_fac[:, None] * k_fac[None, :]}
+
+
+def transition_matrix(x: torch.Tensor, temperature: float = 1.0, tied: bool = True, seed: int = 0) -> torch.Tensor:
+    """(n, n) float64 P = softmax(q k^T / (sqrt(d) * temperature)).
+    tied: q = k = x (the seed article's Q = K setting, a symmetric kernel). Otherwise separate random
+    projections W_q != W_k with N(0, 1/d) entries, as in a real head."""
+    x = _matrix("x", x)
+    temperature = _float_in("temperature", temperature, 1e-3, 1e3)
+    d = x.shape[1]
+    if tied:
+        q = k = x
+    else:
+        g = torch.Generator().manual_seed(seed + 1000)
+        w_q, w_k = (torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d) for _ in range(2))
+        q, k = x @ w_q, x @ w_k
+    return torch.softmax(q @ k.T / (math.sqrt(d) * temperature), dim=-1)
+
+
+def stationary(p: torch.Tensor) -> torch.Tensor:
+    """pi with pi P = pi, sum 1: the left eigenvector of the eigenvalue of largest modulus (1 for a stochastic P).
+    A softmax matrix has every entry > 0, so pi is unique and positive (Perron-Frobenius)."""
+    p = _matrix("p", p, square=True)
+    if (p < 0).any() or not torch.allclose(p.sum(-1), torch.ones(p.shape[0], dtype=p.dtype), atol=1e-8):
+        raise ValueError("p must be row-stochastic: entries >= 0 and every row summing to 1")
+    vals, vecs = torch.linalg.eig(p.T)
+    pi = vecs[:, vals.abs().argmax()].real
+    pi = pi / pi.sum()
+    return pi.clamp_min(0) / pi.clamp_min(0).sum()
+
+
+@_one_thread
+def markov_summary(p: torch.Tensor, t_max: int = 64) -> dict:
+    """Powers of P: pi, the second-largest eigenvalue modulus |lambda_2|, and for t = 0..t_max the worst-row
+    total-variation distance max_i TV(P^t[i], pi) and the mean row entropy of P^t (nats)."""
+    p = _matrix("p", p, square=True)
+    t_max = _int_in("t_max", t_max, 0, 100_000)
+    pi = stationary(p)
+    mods = torch.linalg.eigvals(p).abs().sort(descending=True).values
+    lam2 = float(mods[1]) if len(mods) > 1 else 0.0
+    pt, tv, ent = torch.eye(p.shape[0], dtype=p.dtype), [], []
+    for _ in range(t_max + 1):
+        tv.append(float(0.5 * (pt - pi).abs().sum(-1).max()))
+        ent.append(float(-(torch.special.xlogy(pt, pt)).sum(-1).mean()))
+        pt = pt @ p
+    return {"pi": pi.numpy(), "lam2": lam2, "t": np.arange(t_max + 1), "tv": np.array(tv), "entropy": np.array(ent),
+            "entropy_pi": float(-(torch.special.xlogy(pi, pi)).sum())}
+
+
+def matrix_power(p: torch.Tensor, t: int) -> torch.Tensor:
+    p = _matrix("p", p, square=True)
+    return torch.linalg.matrix_power(p, _int_in("t", t, 0, 100_000))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank collapse: measures and a random-weight stack
+# ---------------------------------------------------------------------------------------------
+def collapse_ratio(h: torch.Tensor) -> float:
+    """||h - 1 mean(h)||_F / ||h||_F over the token axis (-2), averaged over any leading batch axes.
+    1 for tokens with mean 0, 0 when every token is the same vector (rank-1 'collapse')."""
+    if not isinstance(h, torch.Tensor) or h.dim() < 2:
+        raise ValueError(f"h must be a (..., T, d) tensor, got {getattr(h, 'shape', type(h))}")
+    h = h.double()
+    res = (h - h.mean(-2, keepdim=True)).flatten(-2).norm(dim=-1)
+    return float((res / h.flatten(-2).norm(dim=-1).clamp_min(1e-300)).mean())
+
+
+def effective_rank(h: torch.Tensor) -> float:
+    """exp(entropy of the normalised singular values) of each (T, d) matrix, averaged over batch axes
+    (Roy & Vetterli 2007): 1 for a rank-1 matrix, min(T, d) for a flat spectrum."""
+    if not isinstance(h, torch.Tensor) or h.dim() < 2:
+        raise ValueError(f"h must be a (..., T, d) tensor, got {getattr(h, 'shape', type(h))}")
+    s = torch.linalg.svdvals(h.double())
+    p = s / s.sum(-1, keepdim=True).clamp_min(1e-300)
+    return float(torch.exp(-(torch.special.xlogy(p, p)).sum(-1)).mean())
+
+
+@functools.lru_cache(maxsize=1024)
+def _layer_weights(seed: int, layer: int, d: int) -> tuple:
+    """Random weights of one layer, N(0, 1/fan_in): W_q, W_k, W_v, W_o (d x d) and an MLP d -> 4d -> d.
+    Seeded per (seed, layer), so a deeper stack starts with the same layers as a shallower one."""
+    g = torch.Generator().manual_seed(seed * 100_003 + layer)
+    r = lambda a, b: torch.randn(a, b, generator=g, dtype=torch.float64) / math.sqrt(a)  # noqa: E731
+    return r(d, d), r(d, d), r(d, d), r(d, d), r(d, 4 * d), r(4 * d, d)
+
+
+@_one_thread
+def attention_stack(depth: int = 12, residual: bool = False, mlp: bool = False, layer_norm: bool = False,
+                    n: int = 32, d: int = 64, n_heads: int = 4, qk_gain: float = 1.0, seed: int = 0) -> dict:
+    """Run random tokens (n, d) through `depth` random multi-head attention layers (float64) and return the
+    collapse ratio and the effective rank after each layer (index 0 = input). Each layer is
+    x <- [x +] MHA(x), then optional LayerNorm, then optional [x +] MLP(x) and LayerNorm (post-norm, as BERT)."""
+    depth = _int_in("depth", depth, 1, 256)
+    n, d = _int_in("n", n, 2, 1024), _int_in("d", d, 2, 1024)
+    n_heads = _int_in("n_heads", n_heads, 1, d)
+    if d % n_heads:
+        raise ValueError(f"d ({d}) must be divisible by n_heads ({n_heads})")
+    qk_gain = _float_in("qk_gain", qk_gain, 0.0, 100.0)
+    dh = d // n_heads
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(10_000 + seed), dtype=torch.float64)
+    ratios, ranks = [collapse_ratio(x)], [effective_rank(x)]
+    for layer in range(depth):
+        w_q, w_k, w_v, w_o, w_1, w_2 = _layer_weights(seed, layer, d)
+        q, k, v = ((x @ w).view(n, n_heads, dh).transpose(0, 1) for w in (w_q * qk_gain, w_k, w_v))  # (H, n, dh)
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), dim=-1)                          # (H, n, n)
+        a = (p @ v).transpose(0, 1).reshape(n, d) @ w_o
+        x = x + a if residual else a
+        if layer_norm:
+            x = F.layer_norm(x, (d,))
+        if mlp:
+            f = F.gelu(x @ w_1) @ w_2
+            x = x + f if residual else f
+            if layer_norm:
+                x = F.layer_norm(x, (d,))
+        ratios.append(collapse_ratio(x))
+        ranks.append(effective_rank(x))
+    return {"layer": np.arange(depth + 1), "ratio": np.array(ratios), "erank": np.array(ranks)}
+
+
+def collapse_sweep(depth: int = 12, seeds=range(3), **variants) -> dict:
+    """{variant name: {"ratio": (n_seeds, depth+1), "erank": ...}} for named keyword dicts of attention_stack."""
+    seeds = list(seeds)
+    if not seeds or not variants:
+        raise ValueError("seeds and variants must be non-empty")
+    out = {"layer": np.arange(depth + 1), "seeds": seeds, "variants": {}}
+    for name, kw in variants.items():
+        runs = [attention_stack(depth=depth, seed=s, **kw) for s in seeds]
+        out["variants"][name] = {key: np.stack([r[key] for r in runs]) for key in ("ratio", "erank")}
+    return out
+
+
+def log_drops(ratio: np.ndarray) -> np.ndarray:
+    """Per-layer drop of ln(ratio): constant for an exponential decay, growing for a doubly exponential one."""
+    r = np.maximum(np.asarray(ratio, dtype=float), 1e-300)
+    return -np.diff(np.log(r), axis=-1)
+
+
+def averaging_walk(p: torch.Tensor, x: torch.Tensor, t_max: int = 32) -> dict:
+    """Two readings of the chain: the walker's distribution P^t e_i spreads (row entropy rises), while the
+    tokens updated by the expectation, x <- P x, contract towards one point (spread falls)."""
+    p, x = _matrix("p", p, square=True), _matrix("x", x)
+    t_max = _int_in("t_max", t_max, 1, 10_000)
+    spread, cur = [], x
+    for _ in range(t_max + 1):
+        spread.append(float((cur - cur.mean(0)).pow(2).sum(-1).mean()))  # mean squared distance to the centroid
+        cur = p @ cur
+    return {"t": np.arange(t_max + 1), "spread": np.array(spread), "entropy": markov_summary(p, t_max)["entropy"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------------------------
+def _sparse_log_ticks(ax) -> None:
+    """A log axis spanning 16 decades: one labelled tick every 4 decades, no minor ticks (also much faster)."""
+    ax.set_yticks([1e-16, 1e-12, 1e-8, 1e-4, 1.0])
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def plot_markov_powers(fig, p: torch.Tensor, ts=(1, 4, 16, 64)) -> None:
+    """P^t as heatmaps for a few t: diffusion over the token graph."""
+    axes = fig.subplots(1, len(ts))
+    for ax, t in zip(axes, ts):
+        im = ax.imshow(matrix_power(p, t).numpy(), cmap="viridis", vmin=0)
+        ax.set(title=f"P^{t}", xlabel="to token j", ylabel="from token i" if t == ts[0] else "")
+        ax.grid(False)
+    fig.colorbar(im, ax=axes, label="probability", shrink=0.8)
+
+
+def plot_collapse(fig, sweep: dict, title: str = "") -> None:
+    """Collapse ratio (log) and effective rank per layer: mean over seeds, band = min..max."""
+    ax1, ax2 = fig.subplots(1, 2)
+    for i, (name, v) in enumerate(sweep["variants"].items()):
+        r = np.maximum(v["ratio"], FLOAT_FLOOR)
+        ax1.plot(sweep["layer"], np.exp(np.log(r).mean(0)), "-o", ms=3, color=f"C{i}", label=name)
+        ax1.fill_between(sweep["layer"], r.min(0), r.max(0), color=f"C{i}", alpha=0.2)
+        e = v["erank"]
+        ax2.plot(sweep["layer"], e.mean(0), "-o", ms=3, color=f"C{i}", label=name)
+        ax2.fill_between(sweep["layer"], e.min(0), e.max(0), color=f"C{i}", alpha=0.2)
+    ax1.axhline(FLOAT_FLOOR, color="0.5", ls=":", lw=1)
+    ax1.set(yscale="log", ylim=(FLOAT_FLOOR / 3, 2), xlabel="layer", ylabel="||X - 1 mean|| / ||X||  (log)",
+            title=title or f"Rank collapse ({len(sweep['seeds'])} seeds, band = min..max)")
+    _sparse_log_ticks(ax1)
+    ax2.set(xlabel="layer", ylabel="effective rank of X", ylim=(0, None), title="Effective rank (exp entropy of SVs)")
+    ax1.legend(fontsize=7)
+
+
+# ---------------------------------------------------------------------------------------------
+# Demo 1: temperature and t -> P^t and its stationary distribution
+# ---------------------------------------------------------------------------------------------
+@_one_thread
+def markov_demo_compute(temperature: float = 1.0, t: int = 8, kernel: str = "Q = K = X (symmetric)") -> dict:
+    tied = kernel.startswith("Q = K")
+    x = sphere_tokens(24, 16, 3, 0.6, seed=0)
+    p = transition_matrix(x, temperature, tied=tied)
+    summary = markov_summary(p, t_max=max(64, t))
+    pt = matrix_power(p, t)
+    note = ""
+    if summary["lam2"] > 1 - 1e-6:
+        note = f"|λ2| = {summary['lam2']:.8f}: at this temperature the chain barely moves; π is reached only after ~1/(1-|λ2|) steps"
+    elif tied:
+        deg = torch.exp(x @ x.T / (4.0 * temperature)).sum(-1)  # symmetric kernel: pi is proportional to the degree
+        note = f"symmetric kernel: π ∝ row sums of exp(x·x'/(τ√d)) (max error {np.abs(summary['pi'] - (deg / deg.sum()).numpy()).max():.1e})"
+    return {"pt": pt.numpy(), "row0": pt[0].numpy(), "t_now": t, "temperature": temperature, "kernel": kernel,
+            **summary, "note": note}
+
+
+def plot_markov_demo(fig, r) -> None:
+    ax1, ax2, ax3 = fig.subplots(1, 3)
+    n = len(r["pi"])
+    ticks = np.arange(0, n, 8)
+    ax1.imshow(r["pt"], cmap="viridis", vmin=0)  # no colour bar: the middle panel gives the numbers
+    ax1.set(title=f"P^{r['t_now']}, τ = {r['temperature']:.3g} (bright = likely)", xlabel="to token j",
+            ylabel="from token i", xticks=ticks, yticks=ticks)
+    ax1.grid(False)
+    ax2.bar(np.arange(n), r["pi"], color="0.7", label="stationary π")
+    ax2.plot(np.arange(n), r["row0"], "o-", ms=3, color="C0", label=f"row 0 of P^{r['t_now']}")
+    ax2.set(title="Walker from token 0 vs π", xlabel="token j", ylabel="probability", xticks=ticks)
+    ax2.legend(fontsize=7)
+    ax3.semilogy(r["t"], np.maximum(r["tv"], 1e-17), color="C1", label="max_i TV(P^t[i], π)")
+    ax3.semilogy(r["t"], np.maximum(r["lam2"] ** r["t"].astype(float), 1e-17), "--", color="0.4",
+                 label=f"|λ2|^t, |λ2| = {r['lam2']:.3f}")
+    ax3.axvline(r["t_now"], color="C0", lw=1)
+    ax3.set(title="Distance to stationarity", xlabel="steps t", ylabel="total variation (log)", ylim=(1e-17, 2))
+    _sparse_log_ticks(ax3)
+    ax3.legend(fontsize=7)
+
+
+def markov_demo() -> Demo:
+    controls = {
+        "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1.3, max=1.3, step=0.05, description="temperature τ"),
+        "t": W.IntSlider(value=8, min=0, max=128, description="steps t"),
+        "kernel": W.Dropdown(options=["Q = K = X (symmetric)", "W_q ≠ W_k (random heads)"], description="scores"),
+    }
+    return Demo(markov_demo_compute, plot_markov_demo, controls, title="P = softmax(q·k / (τ√d)) as a random walk",
+                figsize=(10, 3.3))
+
+
+# ---------------------------------------------------------------------------------------------
+# Demo 2: depth and residual on/off -> the collapse curve
+# ---------------------------------------------------------------------------------------------
+def collapse_demo_compute(depth: int = 12, residual: bool = False, mlp: bool = False, layer_norm: bool = False,
+                          qk_gain: float = 1.0) -> dict:
+    sweep = collapse_sweep(depth, seeds=range(3), current=dict(residual=residual, mlp=mlp, layer_norm=layer_norm,
+                                                                n=32, d=32, qk_gain=qk_gain))
+    v = sweep["variants"].pop("current")
+    name = " + ".join(["attention"] + [s for s, on in (("MLP", mlp), ("LayerNorm", layer_norm)) if on])
+    name += ", residual" if residual else ", no residual"
+    sweep["variants"][name] = v
+    last = v["ratio"][:, -1]
+    note = "the ratio reached float64 round-off (1e-16): every token is the same vector" if last.max() < 1e-14 else ""
+    return {**sweep, "last_ratio": last, "note": note}
+
+
+def plot_collapse_demo(fig, r) -> None:
+    plot_collapse(fig, r, title="Collapse per layer (random weights, n = 32, d = 32, 3 seeds)")
+
+
+def collapse_demo() -> Demo:
+    controls = {
+        "depth": W.IntSlider(value=12, min=1, max=32, description="layers"),
+        "residual": W.Checkbox(value=False, description="residual"),
+        "mlp": W.Checkbox(value=False, description="MLP"),
+        "layer_norm": W.Checkbox(value=False, description="LayerNorm"),
+        "qk_gain": W.FloatSlider(value=1.0, min=0.0, max=4.0, step=0.25, description="W_q gain"),
+    }
+    return Demo(collapse_demo_compute, plot_collapse_demo, controls, title="Stacked attention: depth, residual, MLP",
+                figsize=(9, 3.3))
+
+
+DEMOS = [markov_demo, collapse_demo]
