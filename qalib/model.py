@@ -168,15 +168,15 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, keep, cache=None, name="layer0"):
-        res = 1.0 if self.cfg.residual else 0.0
         a_norm = lambda h: self.attention_norm(h, keep, cache, f"{name}.attention_norm")  # noqa: E731
         f_norm = lambda h: self.ffn_norm(h, keep, cache, f"{name}.ffn_norm")  # noqa: E731
+        add = (lambda x, h: x + h) if self.cfg.residual else (lambda x, h: h)  # noqa: E731  (no-residual ablation)
         if self.cfg.norm_placement == "post":
-            x = a_norm(res * x + self.dropout(self.attention(x, keep, cache, name)))
-            x = f_norm(res * x + self.dropout(self.ffn(x)))
+            x = a_norm(add(x, self.dropout(self.attention(x, keep, cache, name))))
+            x = f_norm(add(x, self.dropout(self.ffn(x))))
         else:
-            x = res * x + self.dropout(self.attention(a_norm(x), keep, cache, name))
-            x = res * x + self.dropout(self.ffn(f_norm(x)))
+            x = add(x, self.dropout(self.attention(a_norm(x), keep, cache, name)))
+            x = add(x, self.dropout(self.ffn(f_norm(x))))
         if cache is not None:
             cache[f"{name}.hidden"] = x
         return x
