@@ -177,7 +177,7 @@ def mask_sentence(text: str = "The quick brown fox jumps over the lazy dog near 
            "sentence_fraction": {k: float(out[k].sum()) / max(n_maskable, 1) for k in (*KINDS, "predicted")},
            "redraw_fraction": {k: float(many[k].sum()) / denom for k in (*KINDS, "predicted")},
            "expected": {k: v for k, v in expected_fractions(p, m, r).items() if k in (*KINDS, "predicted")},
-           "n_redraws": n_redraws}
+           "n_redraws": n_redraws, "rates": {"mask": m, "random": r, "keep": 1 - m - r}}
     if n_maskable == 0:
         res["note"] = "nothing to mask: the sentence has no word pieces besides [CLS] and [SEP]"
     elif not out["predicted"].any():
@@ -205,6 +205,21 @@ def split_word_leak(text: str, n_draws: int = 4000, seed: int = 0) -> dict:
             "n_split_chosen": n_split_chosen}
 
 
+@functools.lru_cache(maxsize=1)
+def _monospace_charset() -> frozenset[int]:
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    return frozenset(FT2Font(font_manager.findfont("monospace")).get_charmap())
+
+
+def _drawable(piece: str) -> str:
+    """A word piece as the monospace font can draw it. BERT's vocabulary has pieces in many scripts (a random
+    replacement often picks one); characters the font lacks become \\uXXXX escapes instead of empty boxes."""
+    chars = _monospace_charset()
+    return "".join(c if ord(c) in chars else f"\\u{ord(c):04x}" for c in piece)
+
+
 _KIND_COLOURS = {"mask": "#fdb863", "random": "#b2abd2", "keep": "#a6dba0", "-": "#f7f7f7"}
 
 
@@ -214,6 +229,7 @@ def plot_masked_sentence(fig, r) -> None:
     ax1.set_title(f"one draw ({r['n_maskable']} maskable word pieces)", fontsize=10)
     x, y, per_line = 0.0, 0.92, 0.98
     for orig, shown, kind in zip(r["tokens"], r["shown"], r["kind"]):
+        orig, shown = _drawable(orig), _drawable(shown)
         w = 0.018 * max(len(orig), len(shown)) + 0.03
         if x + w > per_line:
             x, y = 0.0, y - 0.2
@@ -221,7 +237,9 @@ def plot_masked_sentence(fig, r) -> None:
         ax1.text(x, y, label, fontsize=8, va="top", family="monospace", transform=ax1.transAxes,
                  bbox={"boxstyle": "round,pad=0.2", "fc": _KIND_COLOURS[kind], "ec": "0.6"})
         x += w
-    for i, (k, c) in enumerate((("[MASK] (80%)", "mask"), ("random (10%)", "random"), ("kept, predicted (10%)", "keep"))):
+    shares = r["rates"]
+    for i, (k, c) in enumerate(((f"[MASK] ({shares['mask']:.0%})", "mask"), (f"random ({shares['random']:.0%})", "random"),
+                                (f"kept, predicted ({shares['keep']:.0%})", "keep"))):
         ax1.text(0.34 * i, 0.02, k, fontsize=8, transform=ax1.transAxes, bbox={"fc": _KIND_COLOURS[c], "ec": "0.6"})
     kinds = [*KINDS, "predicted"]
     xs = np.arange(len(kinds))

@@ -170,3 +170,8 @@ def test_masking_demo_rejects_impossible_shares():
     assert demo.error and "mask_frac + random_frac" in demo.error
     demo.set(random_frac=0.1)
     assert demo.error is None and math.isclose(demo.result["expected"]["mask"], 0.15 * 0.9)
+
+
+def test_word_pieces_the_font_cannot_draw_are_escaped():
+    assert pt._drawable("élan##s") == "élan##s"
+    assert pt._drawable("川") == "\\u5ddd"  # CJK: not in DejaVu Sans Mono, shown as an escape, not a box
