@@ -107,11 +107,13 @@ class SelfAttention(nn.Module):
         cfg = self.cfg
         b, t, d = x.shape
         proj = self.qkv(x).view(b, t, self.n_proj, cfg.n_heads, cfg.d_head).permute(2, 0, 3, 1, 4)  # (n_proj, B, H, T, dh)
+        # unbind, not proj[i]: its backward stacks the three gradients in one pass, where three index
+        # operations would each fill a zero tensor of the full (n_proj, B, H, T, dh) size
         if self.n_proj == 2:
-            q, v = proj[0], proj[1]
+            q, v = proj.unbind(0)
             k = q  # shared W_q = W_k: the score matrix is symmetric
         else:
-            q, k, v = proj[0], proj[1], proj[2]
+            q, k, v = proj.unbind(0)
         bias = None
         if self.position is not None:
             q, k, bias = self.position(q, k, cfg.scale)
