@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -48,3 +49,21 @@ def describe(device: torch.device | None = None) -> str:
     if device.type == "cpu":
         return f"cpu ({torch.get_num_threads()} threads)"
     return device.type
+
+
+
+class one_thread(contextlib.ContextDecorator):  # noqa: N801  (used like a function: `with one_thread():`, `@one_thread()`)
+    """Torch on one CPU thread inside the block or decorated function. The notebooks' models and matrices are
+    tiny, and on a busy 2-core machine a second thread spin-waiting costs more than it saves (why qalib.train
+    defaults to threads=1)."""
+
+    def _recreate_cm(self) -> "one_thread":
+        return one_thread()  # a fresh instance per decorated call: nested and recursive calls restore correctly
+
+    def __enter__(self) -> "one_thread":
+        self.previous = torch.get_num_threads()
+        torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        torch.set_num_threads(self.previous)

@@ -140,3 +140,17 @@ def test_quiz_grades_and_reports():
     assert quiz.check(0) is True
     with pytest.raises(ValueError, match="answer index"):
         Question("?", ["a", "b"], 2, "")
+
+
+def test_one_thread_restores_the_thread_count_also_when_nested():
+    from qalib.device import one_thread
+
+    before = torch.get_num_threads()
+
+    @one_thread()
+    def inner():
+        return torch.get_num_threads()
+
+    with one_thread():
+        assert inner() == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before

@@ -29,35 +29,12 @@ from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, N_SPECIAL, PAD, ProbeTask
 from qalib.model import MiniBert
 from qalib.train import layer_grad_norms
+from qalib.device import one_thread
+from qalib.validate import float_in as _float_in
+from qalib.validate import int_in as _int_in
 from qalib.widgets import Demo
 
 MASKS = ("none", "causal", "padding", "causal + padding")
-
-
-def _int_in(name, value, lo, hi):
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
-def _float_in(name, value, lo, hi):
-    if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool) or not lo <= float(value) <= hi:
-        raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
-    return float(value)
-
-
-def one_thread(fn):
-    """Run fn with one torch CPU thread: these models are tiny, and on a shared 2-core machine OpenMP's
-    spin-waiting makes two threads many times slower than one."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(threads)
-    return wrapper
 
 
 def block_config(n_layers: int = 2, residual: bool = True, norm: str = "layer", causal: bool = False,
@@ -69,7 +46,7 @@ def block_config(n_layers: int = 2, residual: bool = True, norm: str = "layer", 
 
 
 # -- 1. residual connections: gradients at initialisation ---------------------------------------
-@one_thread
+@one_thread()
 def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer", seeds=(0, 1, 2),
                    batch_size: int = 8, seq_len: int = 12) -> dict:
     """One backward pass per seed at initialisation (ProbeTask 'previous').
@@ -138,7 +115,7 @@ def plot_init_gradients(fig, results: dict) -> None:
 
 
 @torch.no_grad()
-@one_thread
+@one_thread()
 def identity_at_zero(residual: bool = True, n_layers: int = 2, seed: int = 0) -> dict:
     """Zero the attention and FFN output projections: what does the stack do to its input?
 
@@ -158,7 +135,7 @@ def identity_at_zero(residual: bool = True, n_layers: int = 2, seed: int = 0) ->
 
 
 # -- 2. where the nonlinearity is ---------------------------------------------------------------
-@one_thread
+@one_thread()
 def superposition(a: float = 0.7, b: float = -1.3, seq_len: int = 8, seed: int = 0, layer=None) -> dict:
     """Superposition error ||f(aX+bY) - a f(X) - b f(Y) - (1-a-b) f(0)|| / ||f(aX+bY) - f(0)|| in float64.
 
@@ -230,7 +207,7 @@ def _leak_model(causal: bool) -> MiniBert:
 
 
 @torch.no_grad()
-@one_thread
+@one_thread()
 def leak_map(mask: str = "causal", position: int = 5, n_pad: int = 0, seq_len: int = 12, seed: int = 0) -> dict:
     """Change the token at `position`; report max |change| of every hidden state (depth x position).
 
@@ -347,7 +324,7 @@ def _time_min(fns, repeats):
 
 
 @torch.no_grad()
-@one_thread
+@one_thread()
 def cost_curve(lengths=(256, 512, 1024, 2048), batch: int = 1, heads: int = 2, d_head: int = 32, k_proj=64,
                repeats: int = 3, seed: int = 0) -> dict:
     """Bytes of the scores tensor and wall time (best of `repeats`, one CPU thread) of full attention and of

@@ -16,7 +16,8 @@ import torch
 
 from qalib.data import CLS, IGNORE, N_SPECIAL, PAD, Batch
 from qalib.model import MiniBert
-from qalib.topics.block_parts import _band, _int_in, _log_ticks, block_config, one_thread
+from qalib.device import one_thread
+from qalib.topics.block_parts import _band, _int_in, _log_ticks, block_config
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = {"with residual": True, "without residual": False}
@@ -60,7 +61,7 @@ class ResidualResult:
     task: LookupTask = field(default_factory=LookupTask)
 
 
-@one_thread
+@one_thread()
 def run_residual_experiment(n_layers: int = 6, seeds=(0, 1, 2), steps: int = 60, d_model: int = 32,
                             lr: float = 1e-2, batch_size: int = 32, seq_len: int = 8,
                             device: str | None = None) -> ResidualResult:
@@ -102,7 +103,7 @@ def plot_residual_experiment(fig, res: ResidualResult) -> None:
 
 
 # -- the pretrained model ----------------------------------------------------------------------
-@one_thread
+@one_thread()
 @torch.no_grad()
 def minilm_block_stats(model: MiniBert, tok, text: str) -> dict:
     """Per layer of a post-norm model: ||attention update|| / ||x||, ||FFN update|| / ||its input||, and
@@ -126,7 +127,7 @@ def minilm_block_stats(model: MiniBert, tok, text: str) -> dict:
     return {k: np.array(v) for k, v in rows.items()} | {"ffn_share": n_ffn / n_layer, "n_ffn": n_ffn, "n_layer": n_layer}
 
 
-@one_thread
+@one_thread()
 @torch.no_grad()
 def minilm_mask_checks(model: MiniBert, tok, text: str = "The cat sat on the mat because it was tired .",
                        last_word: str = "happy", n_pad: int = 4) -> dict:

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 
 from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
+from qalib.validate import float_in as _float_in
+from qalib.validate import int_in as _int_in
 from qalib.widgets import Demo
 
 # dims each norm averages over. Text (N sentences, L positions, E features); images (N, C channels, H, W).
@@ -27,18 +29,6 @@ AXES = {
     "text": {"layer": (2,), "batch": (0, 1)},      # LN: per token over E; BN: per feature over N and L
     "image": {"layer": (1, 2, 3), "batch": (0, 2, 3)},  # LN: per image over C, H, W; BN: per channel over N, H, W
 }
-
-
-def _int_in(name, value, lo, hi):
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
-def _float_in(name, value, lo, hi):
-    if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool) or not lo <= float(value) <= hi:
-        raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
-    return float(value)
 
 
 # -- which axes -----------------------------------------------------------------------------

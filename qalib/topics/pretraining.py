@@ -14,7 +14,6 @@ The mini-BERT pre-training experiment (100/0/0 vs 80/10/10 masking) lives in pre
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
+from qalib.device import one_thread
 from qalib.widgets import Demo
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
@@ -287,17 +287,6 @@ def pair_stats(language, half_len: int = 12, n: int = 4000, seed: int = 0) -> di
             "allowed_if_next": float(allowed[labels == 1].double().mean()),
             "allowed_if_random": float(allowed[labels == 0].double().mean()),
             "rule_accuracy": float((rule == labels).double().mean()), "example": ids[0], "example_types": types[0]}
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Torch on one CPU thread for a small forward pass: on a busy 2-core machine, 2 threads spin-wait far longer."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @torch.no_grad()

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from qalib.device import one_thread
 from qalib.widgets import Demo
 
 FLOAT_FLOOR = 1e-16  # float64 round-off: a mean-removed ratio below this is "fully collapsed"
@@ -38,20 +39,6 @@ def _float_in(name: str, value, lo: float, hi: float) -> float:
     if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool) or not lo <= value <= hi:
         raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
     return float(value)
-
-
-def _one_thread(fn):
-    """Run with one torch thread: these matrices are tiny, and on a busy 2-core machine a second
-    thread spin-waiting costs more than it saves (the same reason qalib.train defaults to threads=1)."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        previous = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(previous)
-    return wrapper
 
 
 def _matrix(name: str, x, square: bool = False) -> torch.Tensor:
@@ -116,7 +103,7 @@ def stationary(p: torch.Tensor) -> torch.Tensor:
     return pi.clamp_min(0) / pi.clamp_min(0).sum()
 
 
-@_one_thread
+@one_thread()
 def markov_summary(p: torch.Tensor, t_max: int = 64) -> dict:
     """Powers of P: pi, the second-largest eigenvalue modulus |lambda_2|, and for t = 0..t_max the worst-row
     total-variation distance max_i TV(P^t[i], pi) and the mean row entropy of P^t (nats)."""
@@ -171,7 +158,7 @@ def _layer_weights(seed: int, layer: int, d: int) -> tuple:
     return r(d, d), r(d, d), r(d, d), r(d, d), r(d, 4 * d), r(4 * d, d)
 
 
-@_one_thread
+@one_thread()
 def attention_stack(depth: int = 12, residual: bool = False, mlp: bool = False, layer_norm: bool = False,
                     n: int = 32, d: int = 64, n_heads: int = 4, qk_gain: float = 1.0, seed: int = 0) -> dict:
     """Run random tokens (n, d) through `depth` random multi-head attention layers (float64) and return the
@@ -274,7 +261,7 @@ def plot_collapse(fig, sweep: dict, title: str = "") -> None:
 # ---------------------------------------------------------------------------------------------
 # Demo 1: temperature and t -> P^t and its stationary distribution
 # ---------------------------------------------------------------------------------------------
-@_one_thread
+@one_thread()
 def markov_demo_compute(temperature: float = 1.0, t: int = 8, kernel: str = "Q = K = X (symmetric)") -> dict:
     tied = kernel.startswith("Q = K")
     x = sphere_tokens(24, 16, 3, 0.6, seed=0)

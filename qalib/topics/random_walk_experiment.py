@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, MLMTask, SyntheticLanguage
 from qalib.model import MiniBert
-from qalib.topics.random_walk import FLOAT_FLOOR, _one_thread, _sparse_log_ticks, collapse_ratio, effective_rank, stationary
+from qalib.device import one_thread
+from qalib.topics.random_walk import FLOAT_FLOOR, _sparse_log_ticks, collapse_ratio, effective_rank, stationary
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = {"residual": True, "no residual": False}
@@ -141,7 +142,7 @@ def attention_only(layer, x: torch.Tensor, cfg: MiniBertConfig) -> torch.Tensor:
     return layer.attention.output((p @ v).transpose(0, 1).reshape(x.shape[0], -1))  # (T, d)
 
 
-@_one_thread
+@one_thread()
 @torch.no_grad()
 def minilm_profiles(model: MiniBert, tok, text: str) -> dict:
     """Collapse ratio per layer: the real model's hidden states, and stacks built by hand from its pretrained
@@ -171,7 +172,7 @@ def _double_layer(layer):
     return copy.deepcopy(layer).double()
 
 
-@_one_thread
+@one_thread()
 @torch.no_grad()
 def minilm_kernel(model: MiniBert, tok, text: str) -> dict:
     """For every layer and head: the norm spread of the attention inputs (radius sqrt(d) on the LN sphere?), the
@@ -198,7 +199,7 @@ def minilm_kernel(model: MiniBert, tok, text: str) -> dict:
             "tv_sphere_tied": np.array(tv_tied)}
 
 
-@_one_thread
+@one_thread()
 @torch.no_grad()
 def minilm_stationary(model: MiniBert, tok, text: str) -> dict:
     """Each head's attention matrix as a Markov chain: stationary mass on [CLS] + [SEP] and |lambda_2|."""
