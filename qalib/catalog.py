@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from qalib.nbtools import NOTEBOOKS
+from qalib.paths import NOTEBOOKS
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import nbformat
 from nbconvert import HTMLExporter
 
 from qalib.catalog import CATALOG
-from qalib.nbtools import ROOT, execute, notebook_paths, ticks
+from qalib.nbtools import execute, notebook_paths, ticks
+from qalib.paths import ROOT
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
