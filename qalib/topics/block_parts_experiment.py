@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 
 from qalib.data import CLS, IGNORE, N_SPECIAL, PAD, Batch
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.device import one_thread
 from qalib.topics.block_parts import _band, _int_in, _log_ticks, block_config
 from qalib.train import TrainConfig, evaluate, train
@@ -70,23 +72,28 @@ def run_residual_experiment(n_layers: int = 6, seeds=(0, 1, 2), steps: int = 60,
     if not seeds:
         raise ValueError("seeds must be non-empty")
     task = LookupTask(seq_len=seq_len)
+    runs = [(name, seed) for name in VARIANTS for seed in seeds]  # independent: side by side on the CPU cores
+    train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, log_every=max(1, steps // 20),
+                            device=device)
+    outcomes = map_runs(partial(_train_one, n_layers=n_layers, d_model=d_model, task=task, train_cfg=train_cfg),
+                        runs, device)
     shape = (len(VARIANTS), len(seeds))
-    acc, ev_loss, tr_loss = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-    grads, curves = np.zeros(shape + (n_layers,)), []
-    for i, residual in enumerate(VARIANTS.values()):
-        row = []
-        for j, seed in enumerate(seeds):
-            torch.manual_seed(seed)
-            model = MiniBert(block_config(n_layers, residual, d_model=d_model))
-            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, seed=seed,
-                                                  log_every=max(1, steps // 20), device=device))
-            ev = evaluate(model, task, n_batches=2, batch_size=256)
-            acc[i, j], ev_loss[i, j], tr_loss[i, j] = ev["accuracy"], ev["loss"], hist.loss[-1]
-            grads[i, j] = [hist.grad_norm[f"layer{k}"][0] for k in range(n_layers)]
-            row.append(hist.accuracy)
-        curves.append(row)
-    return ResidualResult(list(VARIANTS), list(seeds), acc, ev_loss, tr_loss, grads, hist.step, np.array(curves),
-                          n_layers, task)
+
+    def pick(key: str) -> np.ndarray:  # -> (variants, seeds, *the value's own shape)
+        return np.array([o[key] for o in outcomes]).reshape(shape + np.shape(outcomes[0][key]))
+
+    return ResidualResult(list(VARIANTS), list(seeds), pick("accuracy"), pick("eval_loss"), pick("train_loss"),
+                          pick("init_grad"), outcomes[-1]["step"], pick("curve"), n_layers, task)
+
+
+def _train_one(run: tuple[str, int], n_layers: int, d_model: int, task: LookupTask, train_cfg: TrainConfig) -> dict:
+    name, seed = run
+    torch.manual_seed(seed)
+    model = MiniBert(block_config(n_layers, VARIANTS[name], d_model=d_model))
+    hist = train(model, task, train_cfg.replace(seed=seed))
+    ev = evaluate(model, task, n_batches=2, batch_size=256)
+    return {"accuracy": ev["accuracy"], "eval_loss": ev["loss"], "train_loss": hist.loss[-1], "step": hist.step,
+            "init_grad": [hist.grad_norm[f"layer{k}"][0] for k in range(n_layers)], "curve": hist.accuracy}
 
 
 def plot_residual_experiment(fig, res: ResidualResult) -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from functools import partial
+
 import numpy as np
 import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import SyntheticLanguage, MLMTask
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.positions import sinusoidal
 from qalib.train import TrainConfig, evaluate, train
 
@@ -82,24 +85,31 @@ def _run(steps, seeds, d_model, vocab_size, batch_size, lr, variants, device, ev
     log_every = max(1, steps // 20)
     res = ExperimentResult(steps=np.array([]), chance=1.0 / task.language.n_content,
                            uniform_loss=float(np.log(task.language.n_content)))
+    runs = [(v, seed) for v in variants for seed in seeds]  # independent: side by side on the CPU cores
+    train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 6),
+                            log_every=log_every, device=device)
+    outcomes = map_runs(partial(_train_one, d_model=d_model, vocab_size=vocab_size, task=task, train_cfg=train_cfg,
+                                eval_batch_size=eval_batch_size), runs, device)
     for v in variants:
-        cfg = variant_config(v, d_model, vocab_size)
-        losses, accs, evl, ratios = [], [], [], []
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = MiniBert(cfg)
-            before = _token_to_position(model)
-            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 6),
-                                                  seed=seed, log_every=log_every, device=device))
-            ev = evaluate(model, task, n_batches=2, batch_size=eval_batch_size)
-            losses.append(hist.loss)
-            accs.append(ev["accuracy"])
-            evl.append(ev["loss"])
-            ratios.append((before, _token_to_position(model.cpu())))
-            res.steps = np.array(hist.step)
-        res.loss[v], res.accuracy[v] = np.array(losses), np.array(accs)
-        res.eval_loss[v], res.token_to_position[v] = np.array(evl), np.array(ratios)
+        mine = [o for (name, _), o in zip(runs, outcomes) if name == v]
+        res.steps = mine[-1]["step"]
+        res.loss[v] = np.array([o["loss"] for o in mine])
+        res.accuracy[v] = np.array([o["accuracy"] for o in mine])
+        res.eval_loss[v] = np.array([o["eval_loss"] for o in mine])
+        res.token_to_position[v] = np.array([o["ratios"] for o in mine])
     return res
+
+
+def _train_one(run: tuple[str, int], d_model: int, vocab_size: int, task, train_cfg: TrainConfig,
+               eval_batch_size: int) -> dict:
+    v, seed = run
+    torch.manual_seed(seed)
+    model = MiniBert(variant_config(v, d_model, vocab_size))
+    before = _token_to_position(model)
+    hist = train(model, task, train_cfg.replace(seed=seed))
+    ev = evaluate(model, task, n_batches=2, batch_size=eval_batch_size)
+    return {"step": np.array(hist.step), "loss": hist.loss, "accuracy": ev["accuracy"], "eval_loss": ev["loss"],
+            "ratios": (before, _token_to_position(model.cpu()))}
 
 
 def plot_experiment(fig, res: ExperimentResult) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from functools import partial
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,7 @@ import torch.nn.functional as F
 from qalib.config import MiniBertConfig
 from qalib.data import CLS, N_SPECIAL, SEP, Batch
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.topics.embedding_sum import fit_probe, int_arg
 from qalib.train import TrainConfig, evaluate, train
 
@@ -257,24 +260,31 @@ def _run(variants, seeds, steps, d_model, n_layers, batch_size, lr, total_len, e
     out = {"variants": list(variants), "seeds": list(seeds), "steps": steps, "curves": {}, "accuracy": {},
            "params": {}, "seconds": 0.0}
     start = time.perf_counter()
+    runs = [(name, seed) for name in variants for seed in seeds]  # independent: side by side on the CPU cores
+    train_one = partial(_train_one, steps=steps, d_model=d_model, n_layers=n_layers, batch_size=batch_size, lr=lr,
+                        total_len=total_len, eval_batches=eval_batches, device=device)
+    outcomes = map_runs(train_one, runs, device)
     for name in variants:
-        combine, use_seg = VARIANTS[name]
-        task = MarkerSegmentTask(vocab_size=16, total_len=total_len, use_segments=use_seg)
-        cfg = experiment_config(d_model, n_layers, max_len=max(16, task.seq_len)).replace(embed_combine=combine)
-        curves, accs = [], []
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = MiniBert(cfg)
-            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, seed=seed,
-                                                  log_every=10, device=device))
-            curves.append(hist.accuracy)
-            accs.append(evaluate(model, task, n_batches=eval_batches, batch_size=256)["accuracy"])
-        out["curves"][name] = np.array(curves)               # (seeds, logged steps)
-        out["accuracy"][name] = np.array(accs)               # (seeds,)
-        out["params"][name] = model.num_parameters()
-        out["log_steps"] = np.array(hist.step)
+        mine = [o for (n, _), o in zip(runs, outcomes) if n == name]
+        out["curves"][name] = np.array([o["curve"] for o in mine])        # (seeds, logged steps)
+        out["accuracy"][name] = np.array([o["accuracy"] for o in mine])   # (seeds,)
+        out["params"][name] = mine[-1]["params"]
+        out["log_steps"] = mine[-1]["step"]
     out["seconds"] = time.perf_counter() - start
     return out
+
+
+def _train_one(run: tuple[str, int], steps, d_model, n_layers, batch_size, lr, total_len, eval_batches, device) -> dict:
+    name, seed = run
+    combine, use_seg = VARIANTS[name]
+    task = MarkerSegmentTask(vocab_size=16, total_len=total_len, use_segments=use_seg)
+    cfg = experiment_config(d_model, n_layers, max_len=max(16, task.seq_len)).replace(embed_combine=combine)
+    torch.manual_seed(seed)
+    model = MiniBert(cfg)
+    hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, seed=seed,
+                                          log_every=10, device=device))
+    return {"curve": hist.accuracy, "step": np.array(hist.step), "params": model.num_parameters(),
+            "accuracy": evaluate(model, task, n_batches=eval_batches, batch_size=256)["accuracy"]}
 
 
 def plot_experiment(fig, r) -> None:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from functools import partial
+
 import numpy as np
 import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import CLS, IGNORE, N_SPECIAL, SEP, Batch
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.train import TrainConfig, evaluate, train
 
 
@@ -88,20 +91,23 @@ def run_heads_experiment(n_heads=(1, 2, 4, 8), seeds=(0, 1, 2), steps: int = 125
     if not n_heads or not seeds:
         raise ValueError("n_heads and seeds must be non-empty")
     _int_at_least("steps", steps, 1)
-    acc = np.zeros((len(n_heads), len(seeds)))
-    curves, models = [], {}
-    for i, h in enumerate(n_heads):
-        row = []
-        for j, seed in enumerate(seeds):
-            torch.manual_seed(seed)  # same seed, same data stream for every variant
-            model = MiniBert(heads_config(h, d_model, task))
-            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, seed=seed,
-                                                  log_every=max(1, steps // 25), device=device))
-            acc[i, j] = evaluate(model, task, n_batches=2, batch_size=256)["accuracy"]
-            models[(h, seed)] = model.cpu().eval()
-            row.append(hist.accuracy)
-        curves.append(row)
-    return HeadsResult(list(n_heads), list(seeds), acc, hist.step, np.array(curves), models, task)
+    runs = [(h, seed) for h in n_heads for seed in seeds]  # independent: side by side on the CPU cores
+    train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, log_every=max(1, steps // 25),
+                            device=device)
+    outcomes = map_runs(partial(_train_one, d_model=d_model, task=task, train_cfg=train_cfg), runs, device)
+    acc = np.array([o["accuracy"] for o in outcomes]).reshape(len(n_heads), len(seeds))
+    curves = np.array([o["curve"] for o in outcomes]).reshape(len(n_heads), len(seeds), -1)
+    models = {run: o["model"] for run, o in zip(runs, outcomes)}
+    return HeadsResult(list(n_heads), list(seeds), acc, outcomes[-1]["step"], curves, models, task)
+
+
+def _train_one(run: tuple[int, int], d_model: int, task: NeighbourPairTask, train_cfg: TrainConfig) -> dict:
+    h, seed = run
+    torch.manual_seed(seed)  # same seed, same data stream for every variant
+    model = MiniBert(heads_config(h, d_model, task))
+    hist = train(model, task, train_cfg.replace(seed=seed))
+    accuracy = evaluate(model, task, n_batches=2, batch_size=256)["accuracy"]
+    return {"accuracy": accuracy, "curve": hist.accuracy, "step": hist.step, "model": model.cpu().eval()}
 
 
 # -- what the heads do, and what removing them costs ----------------------------------------------

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
 from qalib.model import MiniBert
 from qalib.norms import TokenBatchNorm
+from qalib.parallel import map_runs
 from qalib.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
 
 NORM_LABELS = {"layer": "LayerNorm", "batch": "BatchNorm (pads included)", "batch_masked": "BatchNorm (pads masked)",
@@ -169,32 +171,37 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     exp = NormExperiment(list(norms), list(seeds), [], {}, {})
+    runs = [(norm, seed) for norm in norms for seed in seeds]  # independent: side by side on the CPU cores
     with _one_cpu_thread(device):
-        for norm in norms:
-            _train_variant(exp, cfg, tcfg, task, norm, device)
+        outcomes = map_runs(partial(_train_one, cfg=cfg, tcfg=tcfg, task=task, device=device), runs, device)
+    for norm in norms:
+        mine = [out for (n, _), out in zip(runs, outcomes) if n == norm]
+        exp.step = mine[-1]["step"]
+        exp.loss[norm] = np.array([out["loss"] for out in mine])
+        exp.gaps[norm] = [out["gaps"] for out in mine]
+        exp.models[norm] = [out["model"] for out in mine]
+        if norm.startswith("batch"):
+            exp.fluct_mean[norm] = np.array([out["fluct_mean"] for out in mine])
+            exp.fluct_std[norm] = np.array([out["fluct_std"] for out in mine])
     return exp
 
 
-def _train_variant(exp: NormExperiment, cfg, tcfg, task, norm: str, device) -> None:
-    curves, gaps, fm, fs, models = [], [], [], [], []
-    for seed in exp.seeds:
-        torch.manual_seed(seed)
-        model = MiniBert(cfg.replace(norm=norm))
-        recs = [_BatchStatRecorder(layer.attention_norm) for layer in model.layers] if norm.startswith("batch") else []
-        hist = train(model, task, tcfg.replace(seed=seed, device=device))
-        model.cpu()
-        for r in recs:
-            r.handle.remove()
-        curves.append(hist.loss)
-        gaps.append(eval_gaps(model, task))
-        models.append(model)
-        if recs:  # (layers, steps) -> mean over layers
-            fm.append(np.mean([r.mean_dev for r in recs], axis=0))
-            fs.append(np.mean([r.std_dev for r in recs], axis=0))
-    exp.step = hist.step
-    exp.loss[norm], exp.gaps[norm], exp.models[norm] = np.array(curves), gaps, models
-    if fm:
-        exp.fluct_mean[norm], exp.fluct_std[norm] = np.array(fm), np.array(fs)
+def _train_one(run: tuple[str, int], cfg, tcfg, task, device) -> dict:
+    """One (norm, seed) run: its loss curve, train/eval gaps, the model, and (BatchNorm) batch-statistic
+    fluctuations averaged over layers."""
+    norm, seed = run
+    torch.manual_seed(seed)
+    model = MiniBert(cfg.replace(norm=norm))
+    recs = [_BatchStatRecorder(layer.attention_norm) for layer in model.layers] if norm.startswith("batch") else []
+    hist = train(model, task, tcfg.replace(seed=seed, device=device))
+    model.cpu()
+    for r in recs:
+        r.handle.remove()
+    out = {"step": hist.step, "loss": hist.loss, "gaps": eval_gaps(model, task), "model": model}
+    if recs:  # (layers, steps) -> mean over layers
+        out["fluct_mean"] = np.mean([r.mean_dev for r in recs], axis=0)
+        out["fluct_std"] = np.mean([r.std_dev for r in recs], axis=0)
+    return out
 
 
 def plot_loss_curves(fig, exp: NormExperiment):

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import time
 
+from functools import partial
+
 import numpy as np
 import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, MASK, N_SPECIAL, MLMTask, SyntheticLanguage, mask_tokens, with_cls_sep
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.topics.embedding_sum import fit_probe, probe_accuracy
 from qalib.topics.pretraining import _int
 from qalib.train import TrainConfig, train
@@ -104,26 +107,34 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_layer
     lang = experiment_language()
     cfg = experiment_config(d_model, n_layers)
     start = time.perf_counter()
+    runs = [(variant, seed) for variant in variants for seed in seeds]  # independent: side by side on the CPU cores
+    train_one = partial(_train_one, lang=lang, cfg=cfg, seq_len=seq_len, n_probe=n_probe,
+                        train_cfg=TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 10),
+                                              log_every=max(1, steps // 20), device=device))
+    outcomes = map_runs(train_one, runs, device)
     metrics: dict[str, dict[str, list]] = {v: {} for v in variants}
     curves: dict[str, list] = {v: [] for v in variants}
-    log_steps = None
-    for variant in variants:
-        mask_frac, random_frac = VARIANTS[variant]
-        task = MLMTask(lang, seq_len, 0.15, mask_frac, random_frac)
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = MiniBert(cfg)
-            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 10),
-                                                  seed=seed, log_every=max(1, steps // 20), device=device))
-            log_steps = hist.step
-            curves[variant].append(hist.loss)
-            for k, val in probe_unmasked(model.cpu(), lang, seq_len, n=n_probe).items():
-                metrics[variant].setdefault(k, []).append(val)
+    for (variant, _), out in zip(runs, outcomes):
+        curves[variant].append(out["loss"])
+        for k, val in out["metrics"].items():
+            metrics[variant].setdefault(k, []).append(val)
+    log_steps = outcomes[-1]["step"]
     return {"variants": list(variants), "seeds": list(seeds), "steps": steps,
             "metrics": {v: {k: np.array(x) for k, x in m.items()} for v, m in metrics.items()},
             "curves": {v: np.array(c) for v, c in curves.items()}, "log_steps": np.array(log_steps),
             "bayes": bayes_mlm_accuracy(lang, seq_len=seq_len), "chance": 1 / lang.n_content,
             "seconds": time.perf_counter() - start}
+
+
+def _train_one(run: tuple[str, int], lang: SyntheticLanguage, cfg: MiniBertConfig, seq_len: int, n_probe: int,
+               train_cfg: TrainConfig) -> dict:
+    variant, seed = run
+    mask_frac, random_frac = VARIANTS[variant]
+    task = MLMTask(lang, seq_len, 0.15, mask_frac, random_frac)
+    torch.manual_seed(seed)
+    model = MiniBert(cfg)
+    hist = train(model, task, train_cfg.replace(seed=seed))
+    return {"step": hist.step, "loss": hist.loss, "metrics": probe_unmasked(model.cpu(), lang, seq_len, n=n_probe)}
 
 
 _SHOWN = {"own_token": "MLM head: own token\n(clean input)", "masked_acc": "MLM at [MASK]",

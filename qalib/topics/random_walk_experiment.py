@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, MLMTask, SyntheticLanguage
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.device import one_thread
 from qalib.topics.random_walk import FLOAT_FLOOR, _sparse_log_ticks, collapse_ratio, effective_rank, stationary
 from qalib.train import TrainConfig, evaluate, train
@@ -72,23 +73,31 @@ def run_residual_experiment(seeds=range(3), steps: int = 150, d_model: int = 32,
     out = {"seeds": seeds, "steps": steps, "chance": 1 / 27,
            "best_constant": best_constant_accuracy(task, eval_batches, eval_batch_size),
            "curves": {}, "final": {}, "ratio": {}, "erank": {}, "ratio_init": {}, "erank_init": {}, "step": None}
-    for name, residual in VARIANTS.items():
-        rows = {key: [] for key in ("curves", "final", "ratio", "erank", "ratio_init", "erank_init")}
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = MiniBert(experiment_config(residual, d_model, n_layers, max_len=seq_len + 8))
-            init = layer_profile(model, task, batch_size=min(64, eval_batch_size))
-            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=20, seed=seed,
-                                                  log_every=log_every, device=device))
-            prof = layer_profile(model, task, batch_size=min(64, eval_batch_size))
-            rows["curves"].append(hist.accuracy)
-            rows["final"].append(evaluate(model, task, n_batches=eval_batches, batch_size=eval_batch_size)["accuracy"])
-            rows["ratio"].append(prof["ratio"]), rows["erank"].append(prof["erank"])
-            rows["ratio_init"].append(init["ratio"]), rows["erank_init"].append(init["erank"])
-            out["step"] = np.array(hist.step)
-        for key, vals in rows.items():
-            out[key][name] = np.array(vals)
+    runs = [(name, seed) for name in VARIANTS for seed in seeds]  # independent: side by side on the CPU cores
+    train_one = functools.partial(_train_one, task=task, d_model=d_model, n_layers=n_layers, seq_len=seq_len,
+                        eval_batches=eval_batches, eval_batch_size=eval_batch_size,
+                        train_cfg=TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=20,
+                                              log_every=log_every, device=device))
+    outcomes = map_runs(train_one, runs, device)
+    for name in VARIANTS:
+        mine = [o for (n, _), o in zip(runs, outcomes) if n == name]
+        out["step"] = mine[-1]["step"]
+        for key in ("curves", "final", "ratio", "erank", "ratio_init", "erank_init"):
+            out[key][name] = np.array([o[key] for o in mine])
     return out
+
+
+def _train_one(run: tuple[str, int], task, d_model: int, n_layers: int, seq_len: int, eval_batches: int,
+               eval_batch_size: int, train_cfg: TrainConfig) -> dict:
+    name, seed = run
+    torch.manual_seed(seed)
+    model = MiniBert(experiment_config(VARIANTS[name], d_model, n_layers, max_len=seq_len + 8))
+    init = layer_profile(model, task, batch_size=min(64, eval_batch_size))
+    hist = train(model, task, train_cfg.replace(seed=seed))
+    prof = layer_profile(model, task, batch_size=min(64, eval_batch_size))
+    final = evaluate(model, task, n_batches=eval_batches, batch_size=eval_batch_size)["accuracy"]
+    return {"step": np.array(hist.step), "curves": hist.accuracy, "final": final, "ratio": prof["ratio"],
+            "erank": prof["erank"], "ratio_init": init["ratio"], "erank_init": init["erank"]}
 
 
 def plot_experiment(fig, res: dict) -> None:

@@ -2,6 +2,7 @@
 
     sweep = run_variants([("shaw", 0), ("shaw", 2)], seeds=(0, 1, 2))   # accuracy at L and 2L per seed
     obs = train_mlm_relative(seed=0)                                   # Huang et al. method 4 on MLM
+    runs = train_mlm_runs(seeds=(0, 1, 2))                             # the same, one run per seed
     relative_weight_norms(obs.model), attention_by_offset(obs.model, batch)
     position_costs(...)                                                # parameters and forward time per method
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -18,6 +20,7 @@ import torch
 from qalib.config import MiniBertConfig
 from qalib.data import MLMTask, ProbeTask, SyntheticLanguage
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.train import TrainConfig, evaluate, train
 
 POSITIONS = ("learned", "sinusoidal", "shaw", "relative_key_query", "rotary", "alibi")
@@ -80,21 +83,23 @@ def length_accuracy(model: MiniBert, setup: ProbeSetup, factor: int = 2) -> tupl
 
 
 def run_variants(variants, seeds=(0, 1, 2), setup: ProbeSetup = ProbeSetup(), device=None) -> dict:
-    """Train each (pos, clip) variant for each seed; accuracy at L and 2L. -> arrays (n_variants, n_seeds)."""
+    """Train each (pos, clip) variant for each seed; accuracy at L and 2L. -> arrays (n_variants, n_seeds).
+    The runs are independent and go side by side on the CPU cores (qalib.parallel)."""
     variants = [tuple(v) for v in variants]
     if not variants or not seeds:
         raise ValueError("variants and seeds must be non-empty")
-    acc = np.zeros((len(variants), len(seeds)))
-    acc2 = np.zeros_like(acc)
-    errors = {}
-    for i, (pos, clip) in enumerate(variants):
-        for j, seed in enumerate(seeds):
-            model = train_probe(pos, clip, seed, setup, device)
-            acc[i, j], acc2[i, j], err = length_accuracy(model, setup)
-            if err:
-                errors[(pos, clip)] = err
+    runs = [(pos, clip, seed) for pos, clip in variants for seed in seeds]
+    scores = map_runs(partial(_probe_scores, setup=setup, device=device), runs, device)
+    acc = np.array([at_l for at_l, _, _ in scores]).reshape(len(variants), len(seeds))
+    acc2 = np.array([longer for _, longer, _ in scores]).reshape(len(variants), len(seeds))
+    errors = {(pos, clip): err for (pos, clip, _), (_, _, err) in zip(runs, scores) if err}
     return {"variants": variants, "seeds": list(seeds), "acc": acc, "acc_2L": acc2, "errors": errors,
             "chance": 1 / (setup.vocab_size - 5), "setup": setup}
+
+
+def _probe_scores(run: tuple[str, int, int], setup: ProbeSetup, device) -> tuple[float, float, str]:
+    pos, clip, seed = run
+    return length_accuracy(train_probe(pos, clip, seed, setup, device), setup)
 
 
 def plot_sweep(fig, r: dict, labels=None) -> None:
@@ -139,6 +144,15 @@ def train_mlm_relative(seed: int = 0, steps: int = 200, clip: int = 8, seq_len: 
     train(model, task, TrainConfig(steps=steps, batch_size=32, lr=5e-3, warmup=20, seed=seed, log_every=steps,
                                    device=_name(device)))
     return MLMRun(model, task, evaluate(model, task, n_batches=2, batch_size=128)["accuracy"])
+
+
+def train_mlm_runs(seeds=(0, 1, 2), steps: int = 200, device=None) -> list[MLMRun]:
+    """train_mlm_relative for each seed, side by side on the CPU cores (qalib.parallel)."""
+    return map_runs(partial(_mlm_run, steps=steps, device=device), seeds, device)
+
+
+def _mlm_run(seed: int, steps: int, device) -> MLMRun:
+    return train_mlm_relative(seed=seed, steps=steps, device=device)
 
 
 def relative_weight_norms(model: MiniBert, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:

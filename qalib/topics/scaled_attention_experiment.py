@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ import torch
 from qalib.config import MiniBertConfig
 from qalib.data import CLS, IGNORE, N_SPECIAL, Batch
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.train import TrainConfig, train
 
 SCALES = ("inv_sqrt_dk", "none", "inv_dk")
@@ -91,6 +93,11 @@ def train_variant(scale, seed: int, steps: int = 200, d_model: int = 64, n_heads
             "qk_grad": np.array(qk_grad)[np.array(hist.step)]}
 
 
+def _train_pair(pair: tuple, **kwargs) -> dict:
+    scale, seed = pair
+    return train_variant(scale, seed, **kwargs)
+
+
 def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: int = 64, n_heads: int = 1,
                    batch_size: int = 32, lr: float = 3e-3, n_keys: int = 4, n_values: int = 4, device=None) -> dict:
     """Every scale x every seed. Arrays are (n_seeds, n_logged). final_* are the mean of the last 3 logs per seed."""
@@ -107,9 +114,13 @@ def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: in
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # models this small run no slower on one CPU thread, and far faster on a busy machine
     try:
+        pairs = [(s, seed) for s in scales for seed in seeds]  # independent: side by side on the CPU cores
+        train_one = partial(_train_pair, steps=steps, d_model=d_model, n_heads=n_heads, batch_size=batch_size, lr=lr,
+                            task=task, device=device)
+        runs = map_runs(train_one, pairs, device)
         for s in scales:
-            runs = [train_variant(s, seed, steps, d_model, n_heads, batch_size, lr, task, device=device) for seed in seeds]
-            out["runs"][s] = {k: np.stack([r[k] for r in runs]) for k in runs[0]}
+            mine = [r for (scale, _), r in zip(pairs, runs) if scale == s]
+            out["runs"][s] = {k: np.stack([r[k] for r in mine]) for k in mine[0]}
     finally:
         torch.set_num_threads(threads)
     out["final_loss"] = {s: out["runs"][s]["loss"][:, -3:].mean(1) for s in scales}

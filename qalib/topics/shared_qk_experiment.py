@@ -9,12 +9,15 @@ shared + self-masked (Reformer) query/key projections, over several seeds.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import ProbeTask
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = {
@@ -67,21 +70,28 @@ def run_probe_experiment(task: ProbeTask, variants=tuple(VARIANTS), seeds=range(
         raise ValueError(f"steps must be an int >= 1, got {steps!r}")
     out = {"task": f"{task.kind}" + (f" (k={task.k})" if task.kind == "k_back" else ""), "seeds": seeds,
            "chance": 1.0 / (task.vocab_size - 5), "curves": {}, "final": {}, "attention": {}, "step": None}
+    runs = [(name, seed) for name in variants for seed in seeds]  # independent: side by side on the CPU cores
+    train_one = partial(_train_one, task=task, d_model=d_model, n_heads=n_heads, config_changes=config_changes,
+                        train_cfg=TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10,
+                                              log_every=log_every, device=device))
+    outcomes = map_runs(train_one, runs, device)
     for name in variants:
-        curves, finals, masses = [], [], []
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = MiniBert(probe_config(task, d_model, n_heads, **config_changes, **VARIANTS[name]))
-            hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, seed=seed,
-                                                  log_every=log_every, device=device))
-            curves.append(hist.accuracy)
-            finals.append(evaluate(model, task, n_batches=2, batch_size=128)["accuracy"])
-            masses.append(attention_masses(model, task))
-            out["step"] = np.array(hist.step)
-        out["curves"][name] = np.array(curves)
-        out["final"][name] = np.array(finals)
-        out["attention"][name] = {key: np.array([m[key] for m in masses]) for key in masses[0]}
+        mine = [o for (n, _), o in zip(runs, outcomes) if n == name]
+        out["step"] = mine[-1]["step"]
+        out["curves"][name] = np.array([o["curve"] for o in mine])
+        out["final"][name] = np.array([o["final"] for o in mine])
+        out["attention"][name] = {key: np.array([o["masses"][key] for o in mine]) for key in mine[0]["masses"]}
     return out
+
+
+def _train_one(run: tuple[str, int], task: ProbeTask, d_model: int, n_heads: int, config_changes: dict,
+               train_cfg: TrainConfig) -> dict:
+    name, seed = run
+    torch.manual_seed(seed)
+    model = MiniBert(probe_config(task, d_model, n_heads, **config_changes, **VARIANTS[name]))
+    hist = train(model, task, train_cfg.replace(seed=seed))
+    final = evaluate(model, task, n_batches=2, batch_size=128)["accuracy"]
+    return {"step": np.array(hist.step), "curve": hist.accuracy, "final": final, "masses": attention_masses(model, task)}
 
 
 def plot_curves(fig, results) -> None:

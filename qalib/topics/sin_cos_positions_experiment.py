@@ -8,6 +8,7 @@ tokens, so nothing but order can solve it. The mini-BERT's learned table has exa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -16,6 +17,7 @@ from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, ProbeTask
 from qalib.device import get_device
 from qalib.model import MiniBert
+from qalib.parallel import map_runs
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = ("learned", "sinusoidal", "none")
@@ -108,25 +110,36 @@ def run_position_experiment(variants=VARIANTS, seeds=(0, 1, 2), steps: int = 200
 
 
 def _train_all(res: PositionExperiment, task: ProbeTask, tcfg: TrainConfig, d_model: int, vocab_size: int) -> None:
-    variants, seeds, train_len, long_len = res.variants, res.seeds, res.train_len, res.long_len
+    variants, seeds = res.variants, res.seeds
+    runs = [(v, s) for v in variants for s in seeds]  # independent: side by side on the CPU cores
+    train_one = partial(_train_one, task=task, tcfg=tcfg, train_len=res.train_len, long_len=res.long_len,
+                        d_model=d_model, vocab_size=vocab_size)
+    outcomes = map_runs(train_one, runs, tcfg.device)
     for v in variants:
-        curves, accs, longs, res.models[v] = [], [], [], []
-        for s in seeds:
-            torch.manual_seed(s)
-            model = build_model(v, train_len, d_model, vocab_size)
-            hist = train(model, task, tcfg.replace(seed=s))
-            model.cpu()
-            res.steps = hist.step
-            curves.append(hist.accuracy)
-            accs.append(evaluate(model, task, n_batches=2, batch_size=256)["accuracy"])
-            try:
-                longs.append(accuracy_by_position(model, task, long_len))
-                res.long_error[v] = None
-            except ValueError as err:
-                res.long_error[v] = str(err)
-            res.models[v].append(model)
-        res.curves[v], res.accuracy[v] = np.array(curves), np.array(accs)
+        mine = [o for (name, _), o in zip(runs, outcomes) if name == v]
+        res.steps = mine[-1]["step"]
+        res.models[v] = [o["model"] for o in mine]
+        res.curves[v] = np.array([o["curve"] for o in mine])
+        res.accuracy[v] = np.array([o["accuracy"] for o in mine])
+        longs = [o["long"] for o in mine if o["long"] is not None]
+        res.long_error[v] = mine[-1]["long_error"]
         res.long_accuracy[v] = np.array(longs) if longs else None
+
+
+def _train_one(run: tuple[str, int], task: ProbeTask, tcfg: TrainConfig, train_len: int, long_len: int,
+               d_model: int, vocab_size: int) -> dict:
+    v, s = run
+    torch.manual_seed(s)
+    model = build_model(v, train_len, d_model, vocab_size)
+    hist = train(model, task, tcfg.replace(seed=s))
+    model.cpu()
+    out = {"step": hist.step, "curve": hist.accuracy, "model": model, "long": None, "long_error": None,
+           "accuracy": evaluate(model, task, n_batches=2, batch_size=256)["accuracy"]}
+    try:
+        out["long"] = accuracy_by_position(model, task, long_len)
+    except ValueError as err:
+        out["long_error"] = str(err)
+    return out
 
 
 def plot_experiment(fig, r: PositionExperiment) -> None:
