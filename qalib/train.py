@@ -133,8 +133,10 @@ def _train(model: MiniBert, task, cfg: TrainConfig, device: torch.device) -> His
     data_gen = torch.Generator().manual_seed(cfg.seed)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # biases and norm gains: no weight decay
+    # foreach: one call per step for all parameters. torch picks it by default only on CUDA; on the CPU the
+    # per-tensor loop cost ~10% of a small model's training step here, for the same numbers.
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, foreach=True)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / cfg.warmup) if cfg.warmup else 1.0)
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
