@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pickle
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, TypeVar
 
 import torch
@@ -54,9 +54,9 @@ def map_runs(fn: Callable[[Any], T], items: Iterable[Any], device: torch.device 
     processes by name. An error inside a run is raised here, as it would be sequentially.
     """
     items = list(items)
-    try:  # checked everywhere, so that code which runs here also runs on a machine with more cores
-        pickle.dumps(fn)
-    except (pickle.PicklingError, AttributeError, TypeError) as err:
+    try:  # checked everywhere (with the pool's own pickler), so code that runs here runs on more cores too
+        ForkingPickler.dumps(fn)
+    except Exception as err:  # PicklingError, AttributeError or TypeError, depending on what cannot be sent
         raise TypeError(f"map_runs sends fn to its worker processes by name, so it must be a module-level function "
                         f"or a functools.partial of one (not a lambda or a nested function): {err}") from None
     device_type = get_device(device).type  # None means the device the runs will pick: CUDA if there is one
