@@ -70,3 +70,12 @@ def map_runs(fn: Callable[[Any], T], items: Iterable[Any], device: torch.device 
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread_worker) as pool:
         return list(pool.map(fn, items))
+
+
+def map_grid(fn: Callable[[tuple[Any, Any]], T], variants: Iterable[Any], seeds: Iterable[Any],
+             device: torch.device | str | None = None) -> dict[Any, list[T]]:
+    """fn((variant, seed)) for every variant and every seed, all runs side by side (map_runs).
+    -> {variant: [outcome for each seed, in seed order]}, variants in the order given."""
+    variants, seeds = list(variants), list(seeds)
+    outcomes = map_runs(fn, [(variant, seed) for variant in variants for seed in seeds], device)
+    return {variant: outcomes[i * len(seeds):(i + 1) * len(seeds)] for i, variant in enumerate(variants)}

@@ -9,7 +9,7 @@ import torch
 from qalib.config import MiniBertConfig
 from qalib.data import ProbeTask
 from qalib.model import MiniBert
-from qalib.parallel import map_runs, workers_available
+from qalib.parallel import map_grid, map_runs, workers_available
 from qalib.train import TrainConfig, evaluate, train
 
 
@@ -65,3 +65,14 @@ def test_worker_count_defaults_to_the_usable_cores(monkeypatch):
     monkeypatch.setenv("QALIB_WORKERS", "3")
     assert workers_available() == 3
     assert np.isfinite(map_runs(functools.partial(_tiny_run, steps=2), [0], device="cpu")[0]["accuracy"])
+
+
+def _describe(run: tuple) -> str:
+    variant, seed = run
+    return f"{variant}-{seed}"
+
+
+def test_map_grid_groups_outcomes_by_variant_in_seed_order():
+    grid = map_grid(_describe, ["b", "a"], [2, 0, 1], device="cpu")
+    assert list(grid) == ["b", "a"]
+    assert grid == {"b": ["b-2", "b-0", "b-1"], "a": ["a-2", "a-0", "a-1"]}

@@ -18,7 +18,7 @@ import torch
 from qalib.config import MiniBertConfig
 from qalib.data import SyntheticLanguage, MLMTask
 from qalib.model import MiniBert
-from qalib.parallel import map_runs
+from qalib.parallel import map_grid
 from qalib.positions import sinusoidal
 from qalib.train import TrainConfig, evaluate, train
 
@@ -85,13 +85,11 @@ def _run(steps, seeds, d_model, vocab_size, batch_size, lr, variants, device, ev
     log_every = max(1, steps // 20)
     res = ExperimentResult(steps=np.array([]), chance=1.0 / task.language.n_content,
                            uniform_loss=float(np.log(task.language.n_content)))
-    runs = [(v, seed) for v in variants for seed in seeds]  # independent: side by side on the CPU cores
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 6),
                             log_every=log_every, device=device)
-    outcomes = map_runs(partial(_train_one, d_model=d_model, vocab_size=vocab_size, task=task, train_cfg=train_cfg,
-                                eval_batch_size=eval_batch_size), runs, device)
-    for v in variants:
-        mine = [o for (name, _), o in zip(runs, outcomes) if name == v]
+    by_variant = map_grid(partial(_train_one, d_model=d_model, vocab_size=vocab_size, task=task, train_cfg=train_cfg,
+                                  eval_batch_size=eval_batch_size), variants, seeds, device)  # {v: [per seed]}
+    for v, mine in by_variant.items():
         res.steps = mine[-1]["step"]
         res.loss[v] = np.array([o["loss"] for o in mine])
         res.accuracy[v] = np.array([o["accuracy"] for o in mine])

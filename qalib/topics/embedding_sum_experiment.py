@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from qalib.config import MiniBertConfig
 from qalib.data import CLS, N_SPECIAL, SEP, Batch
 from qalib.model import MiniBert
-from qalib.parallel import map_runs
+from qalib.parallel import map_grid
 from qalib.topics.embedding_sum import fit_probe, int_arg
 from qalib.train import TrainConfig, evaluate, train
 
@@ -260,12 +260,9 @@ def _run(variants, seeds, steps, d_model, n_layers, batch_size, lr, total_len, e
     out = {"variants": list(variants), "seeds": list(seeds), "steps": steps, "curves": {}, "accuracy": {},
            "params": {}, "seconds": 0.0}
     start = time.perf_counter()
-    runs = [(name, seed) for name in variants for seed in seeds]  # independent: side by side on the CPU cores
     train_one = partial(_train_one, steps=steps, d_model=d_model, n_layers=n_layers, batch_size=batch_size, lr=lr,
                         total_len=total_len, eval_batches=eval_batches, device=device)
-    outcomes = map_runs(train_one, runs, device)
-    for name in variants:
-        mine = [o for (n, _), o in zip(runs, outcomes) if n == name]
+    for name, mine in map_grid(train_one, variants, seeds, device).items():  # runs side by side on the CPU cores
         out["curves"][name] = np.array([o["curve"] for o in mine])        # (seeds, logged steps)
         out["accuracy"][name] = np.array([o["accuracy"] for o in mine])   # (seeds,)
         out["params"][name] = mine[-1]["params"]

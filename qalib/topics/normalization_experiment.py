@@ -22,7 +22,7 @@ from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
 from qalib.model import MiniBert
 from qalib.norms import TokenBatchNorm
-from qalib.parallel import map_runs
+from qalib.parallel import map_grid
 from qalib.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
 
 NORM_LABELS = {"layer": "LayerNorm", "batch": "BatchNorm (pads included)", "batch_masked": "BatchNorm (pads masked)",
@@ -171,11 +171,9 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     exp = NormExperiment(list(norms), list(seeds), [], {}, {})
-    runs = [(norm, seed) for norm in norms for seed in seeds]  # independent: side by side on the CPU cores
-    with _one_cpu_thread(device):
-        outcomes = map_runs(partial(_train_one, cfg=cfg, tcfg=tcfg, task=task, device=device), runs, device)
-    for norm in norms:
-        mine = [out for (n, _), out in zip(runs, outcomes) if n == norm]
+    with _one_cpu_thread(device):  # the runs go side by side on the CPU cores
+        by_norm = map_grid(partial(_train_one, cfg=cfg, tcfg=tcfg, task=task, device=device), norms, seeds, device)
+    for norm, mine in by_norm.items():
         exp.step = mine[-1]["step"]
         exp.loss[norm] = np.array([out["loss"] for out in mine])
         exp.gaps[norm] = [out["gaps"] for out in mine]

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, MLMTask, SyntheticLanguage
 from qalib.model import MiniBert
-from qalib.parallel import map_runs
+from qalib.parallel import map_grid
 from qalib.device import one_thread
 from qalib.topics.random_walk import FLOAT_FLOOR, _sparse_log_ticks, collapse_ratio, effective_rank, stationary
 from qalib.train import TrainConfig, evaluate, train
@@ -73,13 +73,10 @@ def run_residual_experiment(seeds=range(3), steps: int = 150, d_model: int = 32,
     out = {"seeds": seeds, "steps": steps, "chance": 1 / 27,
            "best_constant": best_constant_accuracy(task, eval_batches, eval_batch_size),
            "curves": {}, "final": {}, "ratio": {}, "erank": {}, "ratio_init": {}, "erank_init": {}, "step": None}
-    runs = [(name, seed) for name in VARIANTS for seed in seeds]  # independent: side by side on the CPU cores
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=20, log_every=log_every, device=device)
     train_one = functools.partial(_train_one, task=task, d_model=d_model, n_layers=n_layers, seq_len=seq_len,
                                   eval_batches=eval_batches, eval_batch_size=eval_batch_size, train_cfg=train_cfg)
-    outcomes = map_runs(train_one, runs, device)
-    for name in VARIANTS:
-        mine = [o for (n, _), o in zip(runs, outcomes) if n == name]
+    for name, mine in map_grid(train_one, VARIANTS, seeds, device).items():  # runs side by side on the CPU cores
         out["step"] = mine[-1]["step"]
         for key in ("curves", "final", "ratio", "erank", "ratio_init", "erank_init"):
             out[key][name] = np.array([o[key] for o in mine])

@@ -21,7 +21,7 @@ import torch
 from qalib.config import MiniBertConfig
 from qalib.data import CLS, IGNORE, N_SPECIAL, Batch
 from qalib.model import MiniBert
-from qalib.parallel import map_runs
+from qalib.parallel import map_grid
 from qalib.train import TrainConfig, train
 
 SCALES = ("inv_sqrt_dk", "none", "inv_dk")
@@ -114,12 +114,9 @@ def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: in
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # models this small run no slower on one CPU thread, and far faster on a busy machine
     try:
-        pairs = [(s, seed) for s in scales for seed in seeds]  # independent: side by side on the CPU cores
         train_one = partial(_train_pair, steps=steps, d_model=d_model, n_heads=n_heads, batch_size=batch_size, lr=lr,
                             task=task, device=device)
-        runs = map_runs(train_one, pairs, device)
-        for s in scales:
-            mine = [r for (scale, _), r in zip(pairs, runs) if scale == s]
+        for s, mine in map_grid(train_one, scales, seeds, device).items():  # runs side by side on the CPU cores
             out["runs"][s] = {k: np.stack([r[k] for r in mine]) for k in mine[0]}
     finally:
         torch.set_num_threads(threads)

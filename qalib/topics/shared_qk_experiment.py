@@ -17,7 +17,7 @@ import torch
 from qalib.config import MiniBertConfig
 from qalib.data import ProbeTask
 from qalib.model import MiniBert
-from qalib.parallel import map_runs
+from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = {
@@ -70,13 +70,10 @@ def run_probe_experiment(task: ProbeTask, variants=tuple(VARIANTS), seeds=range(
         raise ValueError(f"steps must be an int >= 1, got {steps!r}")
     out = {"task": f"{task.kind}" + (f" (k={task.k})" if task.kind == "k_back" else ""), "seeds": seeds,
            "chance": 1.0 / (task.vocab_size - 5), "curves": {}, "final": {}, "attention": {}, "step": None}
-    runs = [(name, seed) for name in variants for seed in seeds]  # independent: side by side on the CPU cores
     train_one = partial(_train_one, task=task, d_model=d_model, n_heads=n_heads, config_changes=config_changes,
                         train_cfg=TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10,
                                               log_every=log_every, device=device))
-    outcomes = map_runs(train_one, runs, device)
-    for name in variants:
-        mine = [o for (n, _), o in zip(runs, outcomes) if n == name]
+    for name, mine in map_grid(train_one, variants, seeds, device).items():  # runs side by side on the CPU cores
         out["step"] = mine[-1]["step"]
         out["curves"][name] = np.array([o["curve"] for o in mine])
         out["final"][name] = np.array([o["final"] for o in mine])

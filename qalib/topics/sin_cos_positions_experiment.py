@@ -17,7 +17,7 @@ from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, ProbeTask
 from qalib.device import get_device
 from qalib.model import MiniBert
-from qalib.parallel import map_runs
+from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = ("learned", "sinusoidal", "none")
@@ -111,12 +111,9 @@ def run_position_experiment(variants=VARIANTS, seeds=(0, 1, 2), steps: int = 200
 
 def _train_all(res: PositionExperiment, task: ProbeTask, tcfg: TrainConfig, d_model: int, vocab_size: int) -> None:
     variants, seeds = res.variants, res.seeds
-    runs = [(v, s) for v in variants for s in seeds]  # independent: side by side on the CPU cores
     train_one = partial(_train_one, task=task, tcfg=tcfg, train_len=res.train_len, long_len=res.long_len,
                         d_model=d_model, vocab_size=vocab_size)
-    outcomes = map_runs(train_one, runs, tcfg.device)
-    for v in variants:
-        mine = [o for (name, _), o in zip(runs, outcomes) if name == v]
+    for v, mine in map_grid(train_one, variants, seeds, tcfg.device).items():  # runs side by side on the CPU cores
         res.steps = mine[-1]["step"]
         res.models[v] = [o["model"] for o in mine]
         res.curves[v] = np.array([o["curve"] for o in mine])
