@@ -51,7 +51,6 @@ def describe(device: torch.device | None = None) -> str:
     return device.type
 
 
-
 class one_thread(contextlib.ContextDecorator):  # noqa: N801  (used like a function: `with one_thread():`, `@one_thread()`)
     """Torch on one CPU thread inside the block or decorated function. The notebooks' models and matrices are
     tiny, and on a busy 2-core machine a second thread spin-waiting costs more than it saves (why qalib.train
