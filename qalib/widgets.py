@@ -8,12 +8,22 @@ The callback only calls `compute(**control_values)` and then `plot(fig, result)`
 those two pure functions, which the unit tests call directly. Tests (and the benchmark) drive a demo
 without a browser: `demo.set(a=10.0)` changes a control exactly as a user would and redraws.
 
+Fast redraws: drawing a multi-panel figure from scratch takes 150-400 ms on a 2-core laptop, mostly axes,
+ticks and text. So `plot` may build its figure once and return an `update(result)` function that changes
+only the artists that depend on the result (line data, bar heights, image values, titles with numbers),
+which `plot` marks with `live(...)`. Everything else is drawn once and kept as a background; a redraw
+restores it and draws the live artists over it (matplotlib's blitting). `update` returns what else it
+changed, a `Change`: nothing more (None), axis limits or ticks (`Change.AXES`: the kept figure is drawn
+again), or which panels there are (`Change.FIGURE`: `plot` runs again on a new figure). A plot function
+that returns None is simply plotted afresh on every change.
+
 If compute raises ValueError (a setting that makes no sense), the demo shows the message in place
 and keeps the last valid figure, instead of a traceback.
 """
 
 from __future__ import annotations
 
+import enum
 import io
 import time
 from collections.abc import Callable, Mapping
@@ -27,13 +37,61 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
 
 
+class Change(enum.Enum):
+    """What an `update(result)` changed besides its live artists, hence how much must be drawn again."""
+
+    AXES = "axes"      # limits, ticks or static labels: draw the kept figure again (its layout stays)
+    FIGURE = "figure"  # which panels there are, or their shapes: plot a new figure
+
+
+Update = Callable[[Any], "Change | None"]
+
+
+def live(*artists):
+    """Mark the artists that `update` changes. They are left out of the kept background and drawn over it
+    on every redraw, on top of the static artists of their axes. Returns the artists, for chaining."""
+    for artist in artists:
+        artist.set_animated(True)
+    return artists
+
+
+def set_limits(ax, xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None) -> Change | None:
+    """Set axis limits; `Change.AXES` if they moved (the ticks must be drawn again), else None."""
+    moved = None
+    for lim, get, set_ in ((xlim, ax.get_xlim, ax.set_xlim), (ylim, ax.get_ylim, ax.set_ylim)):
+        if lim is not None and not np.allclose(get(), lim, rtol=1e-9, atol=0):
+            set_(*lim)
+            moved = Change.AXES
+    return moved
+
+
+def nice_ceiling(x: float) -> float:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... (times any power of ten) that is >= x > 0. Limits rounded up this
+    way move only when the data crosses a step, so most redraws keep their axes (and are fast)."""
+    if not (np.isfinite(x) and x > 0):
+        return 1.0
+    exponent = np.floor(np.log10(x))
+    for step in (1.0, 2.0, 5.0, 10.0):
+        if step * 10.0**exponent >= x * (1 - 1e-12):
+            return float(step * 10.0**exponent)
+    return float(10.0 ** (exponent + 1))
+
+
+def most(*changes: Change | None) -> Change | None:
+    """The largest of several changes (FIGURE > AXES > None), for an update made of parts."""
+    for kind in (Change.FIGURE, Change.AXES):
+        if kind in changes:
+            return kind
+    return None
+
+
 class Demo:
     """A figure redrawn from the current values of named controls."""
 
     def __init__(
         self,
         compute: Callable[..., Any],
-        plot: Callable[[matplotlib.figure.Figure, Any], None],
+        plot: Callable[[matplotlib.figure.Figure, Any], Update | None],
         controls: Mapping[str, W.ValueWidget],
         *,
         title: str = "",
@@ -63,6 +121,10 @@ class Demo:
         self.last_redraw_s: float = float("nan")
         self._layouts: dict[tuple, list] = {}  # layout key -> axes positions (see _draw)
         self._new_layout_key: tuple | None = None
+        self._figure: matplotlib.figure.Figure | None = None  # the kept figure, when plot returned an update
+        self._update: Update | None = None
+        self._live: list = []          # its live artists, in drawing order
+        self._background = None        # its pixels without them
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%"))
         self.message = W.HTML()
         header = [W.HTML(f"<b>{title}</b>")] if title else []
@@ -103,9 +165,7 @@ class Demo:
             return
         self.error = None
         self.result = result
-        fig = self._draw(result)
-        fig.canvas.draw()  # lays out (if the layout is new) and renders at the figure's dpi
-        self._keep_layout(fig)
+        fig = self._render(result)
         png = _png(fig)
         self.image.value = png
         self.image.width = str(int.from_bytes(png[16:20], "big"))  # natural pixel width (PNG header): no up-scaling
@@ -113,8 +173,33 @@ class Demo:
         self.redraws += 1
         self.last_redraw_s = time.perf_counter() - start
 
-    def _draw(self, result: Any) -> matplotlib.figure.Figure:
-        """A new figure with `plot` applied and its axes laid out.
+    def _render(self, result: Any) -> matplotlib.figure.Figure:
+        """Bring the figure's pixels up to `result`, drawing as little as the update allows."""
+        change = Change.FIGURE if self._update is None else self._update(result)
+        if change is Change.FIGURE:
+            fig, update = self._draw(result)
+            fig.canvas.draw()  # lays out (if the layout is new) and renders everything but the live artists
+            self._keep_layout(fig)
+            if update is None:  # a plot without update: nothing to keep
+                self._figure, self._update, self._live = None, None, []
+                return fig
+            fig.set_layout_engine("none")  # laid out once; later draws of this figure keep the positions
+            self._figure, self._update, self._live = fig, update, _live_artists(fig)
+        elif change is Change.AXES:
+            self._figure.canvas.draw()
+        elif change is not None:
+            raise TypeError(f"update() must return None, Change.AXES or Change.FIGURE, got {change!r}")
+        fig = self._figure
+        if change is None:
+            fig.canvas.restore_region(self._background)
+        else:
+            self._background = fig.canvas.copy_from_bbox(fig.bbox)
+        for artist in self._live:
+            fig.draw_artist(artist)
+        return fig
+
+    def _draw(self, result: Any) -> tuple[matplotlib.figure.Figure, Update | None]:
+        """A new figure with `plot` applied and its axes laid out, and the update `plot` returned.
 
         Constrained layout measures every label and tick, which costs about as much as drawing the figure.
         A control change rarely changes what the layout depends on (which axes there are, their titles and
@@ -123,18 +208,20 @@ class Demo:
         same picture.
         """
         fig = _figure(self.figsize, self.dpi, layout="none" if self._layouts else "constrained")
-        self.plot(fig, result)
+        update = self.plot(fig, result)
+        if update is not None and not callable(update):
+            raise TypeError(f"plot must return None or an update function, got {type(update).__name__}")
         key = _layout_key(fig)
         positions = self._layouts.get(key)
         if positions is not None:
             for ax, box in zip(fig.axes, positions):
                 ax.set_position(box)
-            return fig
+            return fig, update
         if fig.get_layout_engine() is None:  # a new kind of figure: plot it again, laid out
             fig = _figure(self.figsize, self.dpi, layout="constrained")
-            self.plot(fig, result)
+            update = self.plot(fig, result)
         self._new_layout_key = key  # redraw() keeps the positions once a draw has run the layout
-        return fig
+        return fig, update
 
     def _keep_layout(self, fig: matplotlib.figure.Figure) -> None:
         key, self._new_layout_key = self._new_layout_key, None
@@ -155,6 +242,13 @@ def _figure(figsize: tuple[float, float], dpi: int, layout: str) -> matplotlib.f
     fig = matplotlib.figure.Figure(figsize=figsize, dpi=dpi, layout=layout)
     FigureCanvasAgg(fig)
     return fig
+
+
+def _live_artists(fig: matplotlib.figure.Figure) -> list:
+    """The artists `live` marked, in the order a full draw would paint them: figure by axes, by z-order."""
+    found = fig.findobj(lambda artist: artist.get_animated())
+    order = {id(ax): i for i, ax in enumerate(fig.axes)}
+    return sorted(found, key=lambda a: (order.get(id(a.axes), len(order)), a.get_zorder()))
 
 
 def _png(fig: matplotlib.figure.Figure) -> bytes:

@@ -1,13 +1,14 @@
 """qalib's core helpers: claims, device, seeding, style, the Demo widget helper."""
 
 import ipywidgets as W
+import matplotlib.figure
 import numpy as np
 import pytest
 import torch
 
 import qalib
 from qalib.claims import ClaimFailed, check, check_all, check_close
-from qalib.widgets import Demo, finite_values
+from qalib.widgets import Change, Demo, finite_values, live, most, nice_ceiling, set_limits
 
 
 def test_check_prints_a_tick_and_the_value(capsys):
@@ -119,6 +120,88 @@ def test_demo_reuses_a_layout_until_what_it_depends_on_changes():
     assert long_labels[0].x0 > short_labels[0].x0
     demo.set(x=2.0)
     assert demo.image.value == first  # back to the first setting: the same picture
+
+
+def _live_plot(fig, r):
+    """A plot kept between redraws: the line and the title are live, the limits move only past a 1-2-5 step."""
+    ax = fig.add_subplot()
+    (line,) = ax.plot(r["x"], r["y"])
+    live(line, ax.title)
+    calls.append("plot")
+
+    def update(r):
+        calls.append("update")
+        if len(r["x"]) != len(line.get_xdata()):
+            return Change.FIGURE
+        line.set_data(r["x"], r["y"])
+        ax.set_title(f"slope {r['y'][1]:.2f}")
+        return set_limits(ax, xlim=(0, 4), ylim=(0, nice_ceiling(max(r["y"].max(), 1.0))))
+
+    update(r)
+    return update
+
+
+calls: list[str] = []
+
+
+def _fresh_png(compute_result, positions):
+    """What plotting the result on a new figure with the given axes positions draws (no kept state)."""
+    from qalib.widgets import _figure, _live_artists, _png
+
+    fig = _figure((9.0, 3.6), 90, layout="none")
+    _live_plot(fig, compute_result)
+    for ax, box in zip(fig.axes, positions):
+        ax.set_position(box)
+    fig.canvas.draw()
+    for artist in _live_artists(fig):
+        fig.draw_artist(artist)
+    return _png(fig)
+
+
+def test_demo_keeps_its_figure_and_redraws_only_what_changed():
+    calls.clear()
+    demo = Demo(_square, _live_plot, {"x": W.FloatSlider(value=1.0, min=0, max=3)}, figsize=(9.0, 3.6), dpi=90)
+    fig = demo._figure
+    first = demo.image.value
+    positions = [ax.get_position() for ax in fig.axes]
+    demo.set(x=1.2)  # y up to 4.8: same limits (0..5), a blit
+    assert calls == ["plot", "update", "update"] and demo._figure is fig
+    assert demo.image.value == _fresh_png(demo.result, positions)
+    demo.set(x=3.0)  # y up to 12: the y limit moves to 20, the kept figure is drawn again
+    assert demo._figure is fig and fig.axes[0].get_ylim() == (0, 20)
+    assert demo.image.value == _fresh_png(demo.result, positions)
+    demo.set(x=1.0)
+    assert demo.image.value == first  # the same setting, the same picture
+    assert demo._figure is fig  # plotted once, updated four times
+
+
+def test_demo_plots_a_new_figure_when_update_says_so():
+    calls.clear()
+    demo = Demo(lambda n: {"x": np.arange(n), "y": np.arange(n) * 1.0}, _live_plot,
+                {"n": W.IntSlider(value=5, min=2, max=9)})
+    fig = demo._figure
+    demo.set(n=7)
+    assert demo._figure is not fig and calls[-1] == "update"  # a new figure, plotted (and laid out) afresh
+    assert len(demo._figure.axes[0].lines[0].get_xdata()) == 7
+
+
+def test_demo_names_a_wrong_plot_or_update_return_value():
+    with pytest.raises(TypeError, match="plot must return None or an update function"):
+        Demo(_square, lambda fig, r: fig.add_subplot(), {"x": W.FloatSlider(value=1.0)})
+    demo = Demo(_square, lambda fig, r: (lambda r: "axes"), {"x": W.FloatSlider(value=1.0)})
+    with pytest.raises(TypeError, match="update\\(\\) must return None, Change.AXES or Change.FIGURE"):
+        demo.set(x=2.0)
+
+
+def test_limit_helpers():
+    assert [nice_ceiling(x) for x in (0.3, 1.0, 1.01, 4.9, 5.0, 7.0, 130.0)] == [0.5, 1.0, 2.0, 5.0, 5.0, 10.0, 200.0]
+    assert nice_ceiling(float("nan")) == 1.0 and nice_ceiling(0.0) == 1.0
+    assert most(None, Change.AXES, None) is Change.AXES and most(Change.AXES, Change.FIGURE) is Change.FIGURE
+    assert most(None, None) is None
+    fig = matplotlib.figure.Figure()
+    ax = fig.add_subplot()
+    assert set_limits(ax, ylim=(0, 2)) is Change.AXES and set_limits(ax, ylim=(0, 2)) is None
+    assert ax.get_ylim() == (0, 2)
 
 
 def test_finite_values():

@@ -45,3 +45,33 @@ def test_same_settings_same_figure(stem, factory):
     control.value = other
     control.value = start
     assert demo.image.value == first, f"{factory.__name__}: returning {name} to {start!r} drew a different figure"
+
+
+def _fresh_png(demo) -> bytes:
+    """What plotting the demo's current result on a new figure, at the kept figure's axes positions, draws."""
+    from qalib.widgets import _figure, _live_artists, _png
+
+    fig = _figure(demo.figsize, demo.dpi, layout="none")
+    demo.plot(fig, demo.result)
+    for ax, kept in zip(fig.axes, demo._figure.axes):
+        ax.set_position(kept.get_position())
+    fig.canvas.draw()
+    for artist in _live_artists(fig):
+        fig.draw_artist(artist)
+    return _png(fig)
+
+
+@pytest.mark.parametrize("stem,factory", FACTORIES, ids=[f"{s}:{f.__name__}" for s, f in FACTORIES])
+def test_updating_in_place_draws_what_a_fresh_plot_draws(stem, factory):
+    """A demo whose plot returns an update redraws by changing its live artists over a kept background.
+    After any sequence of changes the picture must be exactly what plotting the result afresh draws:
+    an update that forgets an artist, or a limit that should have moved, shows up here pixel for pixel."""
+    demo = factory()
+    if demo._figure is None:
+        pytest.skip("this demo plots afresh on every change")
+    for name, control in demo.controls.items():
+        start = control.value
+        for value in [v for v in sweep_values(control, 3) if v != start][:2] + [start]:
+            control.value = value
+            if demo.error is None:
+                assert demo.image.value == _fresh_png(demo), f"{factory.__name__}: {name}={value!r} drew a stale figure"

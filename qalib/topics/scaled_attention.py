@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from qalib.attention import attention, entropy, softmax_jacobian
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live
 
 SCALINGS = ("inv_sqrt_dk", "none", "inv_dk")
 INITS = ("xavier_head", "xavier_full", "bert_0.02")
@@ -222,25 +222,60 @@ def plot_sweep(fig, res) -> None:
     axes[0].legend(fontsize=8)
 
 
-def plot_attention(fig, r) -> None:
+LOGIT_VIEW = 10.0  # the histogram shows logits in [-10, 10]: beyond that a softmax row is one-hot in all but name
+
+
+def plot_attention(fig, r) -> Update:
+    """Fixed axes (unit-width bins over [-10, 10], outliers counted in the end bins; y = share of all logits),
+    so moving d_k or the scaling only redraws the bars, the curve, the image and the titles."""
     ax1, ax2 = fig.subplots(1, 2)
-    s = r["scores"].ravel()
-    ax1.hist(s, bins=20, density=True, color="C0", alpha=0.8)
-    grid = np.linspace(min(s.min(), -3), max(s.max(), 3), 100)
+    edges = np.arange(-LOGIT_VIEW, LOGIT_VIEW + 1)
+    bars = ax1.bar(edges[:-1], np.zeros(len(edges) - 1), width=1.0, align="edge", color="C0", alpha=0.8)
+    grid = np.linspace(-LOGIT_VIEW, LOGIT_VIEW, 200)
+    # N(0, 1) as a share per unit-width bin (pdf x bin width): what unit-variance logits would give
     ax1.plot(grid, np.exp(-grid**2 / 2) / math.sqrt(2 * math.pi), "k:", label="N(0, 1)")
-    ax1.set(xlabel="logit (scaled q·k)", ylabel="density", title=f"logits, std {r['score_std']:.3g}")
-    ax1.legend(fontsize=8)
-    ax2.imshow(r["probs"], cmap="viridis", vmin=0, vmax=1, aspect="auto")  # dark = 0, yellow = 1
-    ax2.set(xlabel="key", ylabel="query",
-            title=f"weights (0..1): H={r['entropy']:.2f}/{r['max_entropy']:.2f} nats\nmax p={r['max_prob']:.2f}, ||J||={r['jac_norm']:.3f}")
+    ax1.set(xlim=(-LOGIT_VIEW, LOGIT_VIEW), ylim=(0, 1), xlabel="logit (scaled q·k), clipped to ±10",
+            ylabel="share of logits per unit bin")
+    ax1.legend(fontsize=8, loc="upper right")
+    image = ax2.imshow(r["probs"], cmap="viridis", vmin=0, vmax=1, aspect="auto")  # dark = 0, yellow = 1
+    ax2.set(xlabel="key", ylabel="query")
+    live(*bars, image, ax1.title, ax2.title)
+
+    def update(r) -> Change | None:
+        s = np.clip(r["scores"].ravel(), -LOGIT_VIEW, LOGIT_VIEW)
+        counts, _ = np.histogram(s, bins=edges)
+        for bar, share in zip(bars, counts / s.size):
+            bar.set_height(share)
+        ax1.set_title(f"logits, std {r['score_std']:.3g}")
+        ax2.set_title(f"weights (0..1): H={r['entropy']:.2f}/{r['max_entropy']:.2f} nats\n"
+                      f"max p={r['max_prob']:.2f}, ||J||={r['jac_norm']:.3f}")
+        if image.get_array().shape != r["probs"].shape:
+            return Change.FIGURE  # another number of queries or keys: new axes
+        image.set_data(r["probs"])
+        return None
+
+    update(r)
+    return update
 
 
-def plot_saturation(fig, r) -> None:
+def plot_saturation(fig, r) -> Update:
     ax1, ax2 = fig.subplots(1, 2)
-    ax1.bar(["y1 (a)", "y2 (a)", "y3 (2a)"], r["probs"], color=["C0", "C0", "C1"])
-    ax1.set(ylim=(0, 1), ylabel="probability", title=f"softmax([a,a,2a]/T), a={r['a']:.3g}, T={r['temperature']:.3g}")
-    ax2.bar(["∂y3/∂z1", "∂y3/∂z2", "∂y3/∂z3"], r["grad_y3"], color="C2")
-    ax2.set(ylim=(-0.3, 0.3), ylabel="gradient (per unit logit)", title=f"row 3 of J; ||J||_F = {r['jac_norm']:.2e}")
+    probs = ax1.bar(["y1 (a)", "y2 (a)", "y3 (2a)"], r["probs"], color=["C0", "C0", "C1"])
+    ax1.set(ylim=(0, 1), ylabel="probability")
+    grads = ax2.bar(["∂y3/∂z1", "∂y3/∂z2", "∂y3/∂z3"], r["grad_y3"], color="C2")
+    ax2.set(ylim=(-0.3, 0.3), ylabel="gradient (per unit logit)")
+    live(*probs, *grads, ax1.title, ax2.title)
+
+    def update(r) -> None:
+        for bar, height in zip(probs, r["probs"]):
+            bar.set_height(height)
+        for bar, height in zip(grads, r["grad_y3"]):
+            bar.set_height(height)
+        ax1.set_title(f"softmax([a,a,2a]/T), a={r['a']:.3g}, T={r['temperature']:.3g}")
+        ax2.set_title(f"row 3 of J; ||J||_F = {r['jac_norm']:.2e}")
+
+    update(r)
+    return update
 
 
 def plot_saturation_curve(fig, c) -> None:
