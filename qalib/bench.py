@@ -5,7 +5,9 @@
     3. MiniBert vs transformers.BertForMaskedLM, same config and batch, training and inference tokens/s,
        and the fraction of this machine's measured matmul throughput the training step reaches
 
-    python -m qalib.bench [--only notebooks|redraw|model]
+    python -m qalib.bench [--only notebooks|redraw|model] [--topic TEXT]
+
+--topic limits the notebooks and demos to those whose notebook name contains TEXT (e.g. --topic 05).
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import numpy as np
 from qalib.widgets import sweep_values
 
 
-def bench_notebooks() -> None:
+def bench_notebooks(topic: str = "") -> None:
     from qalib.nbtools import execute, notebook_paths, ticks
 
     print("\n== notebooks: headless execution (target <= 60 s each, <= 300 s total)")
     total = 0.0
-    for path in notebook_paths():
+    for path in [p for p in notebook_paths() if topic in p.stem]:
         nb, secs = execute(path, timeout=600)
         total += secs
         flag = "ok " if secs <= 60 else "SLOW"
@@ -61,7 +63,7 @@ def reference_figure_ms(repeats: int = 7) -> float:
     return statistics.median(times) * 1e3
 
 
-def bench_redraws(repeats: int = 3) -> None:
+def bench_redraws(repeats: int = 3, topic: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,6 +72,8 @@ def bench_redraws(repeats: int = 3) -> None:
     print("\n== redraw latency per control (target median <= 100 ms, p95 <= 250 ms)")
     print(f"  reference: a plain 3-panel matplotlib figure draws to PNG in {reference_figure_ms():.0f} ms here")
     for stem, factories in demo_factories().items():
+        if topic not in stem:
+            continue
         for factory in factories:
             demo = factory()
             for name, control in demo.controls.items():
@@ -93,15 +97,16 @@ def bench_redraws(repeats: int = 3) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["notebooks", "redraw", "model"])
+    parser.add_argument("--topic", default="", help="only notebooks and demos whose notebook name contains this")
     args = parser.parse_args()
     if args.only in (None, "model"):
         from qalib.bench_model import bench_model
 
         bench_model()
     if args.only in (None, "redraw"):
-        bench_redraws()
+        bench_redraws(topic=args.topic)
     if args.only in (None, "notebooks"):
-        bench_notebooks()
+        bench_notebooks(topic=args.topic)
 
 
 if __name__ == "__main__":
