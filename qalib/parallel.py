@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from qalib.device import get_device
+from qalib.device import get_device, one_thread
 
 T = TypeVar("T")
 
@@ -61,8 +61,11 @@ def map_runs(fn: Callable[[Any], T], items: Iterable[Any], device: torch.device 
                         f"or a functools.partial of one (not a lambda or a nested function): {err}") from None
     device_type = get_device(device).type  # None means the device the runs will pick: CUDA if there is one
     workers = min(workers_available(), len(items))
-    if workers <= 1 or device_type != "cpu" or not sys.platform.startswith("linux"):
+    if device_type != "cpu":
         return [fn(item) for item in items]
+    if workers <= 1 or not sys.platform.startswith("linux"):
+        with one_thread():  # as in a worker: runs this small are no faster on more threads, and results match
+            return [fn(item) for item in items]
     # torch.optim imports torch._dynamo the first time an optimizer is built (~2 s here). Imported once in this
     # process, before forking, every worker inherits it instead of paying for it at every call.
     import torch._dynamo  # noqa: F401

@@ -29,6 +29,22 @@ def _fails_on_two(x: int) -> int:
     return x * 10
 
 
+def _thread_count(_item) -> int:
+    return torch.get_num_threads()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_every_cpu_run_gets_one_thread_and_the_caller_keeps_its_own(monkeypatch, workers):
+    monkeypatch.setenv("QALIB_WORKERS", workers)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert map_runs(_thread_count, [0, 1], device="cpu") == [1, 1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_parallel_runs_equal_sequential_runs_in_order(monkeypatch):
     run = functools.partial(_tiny_run, steps=8)
     parallel = map_runs(run, [3, 1, 2], device="cpu")

@@ -72,15 +72,6 @@ def run_experiment(steps: int = 100, seeds=(0, 1, 2), d_model: int = 64, vocab_s
     if len(seeds) < 1:
         raise ValueError("seeds must name at least one seed")
     device = None if device is None else str(device)  # TrainConfig.device is a string ("cpu", "cuda:0")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # models this small train faster on one CPU thread (and do not spin on a busy machine)
-    try:
-        return _run(steps, seeds, d_model, vocab_size, batch_size, lr, variants, device, eval_batch_size)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _run(steps, seeds, d_model, vocab_size, batch_size, lr, variants, device, eval_batch_size) -> ExperimentResult:
     task = experiment_task(vocab_size)
     log_every = max(1, steps // 20)
     res = ExperimentResult(steps=np.array([]), chance=1.0 / task.language.n_content,

@@ -247,16 +247,6 @@ def run_experiment(variants=tuple(VARIANTS), seeds=(0, 1, 2), steps: int = 120, 
         raise ValueError(f"variants must be among {list(VARIANTS)}, got {unknown}")
     if len(seeds) < 1:
         raise ValueError("seeds must name at least one seed")
-    threads = torch.get_num_threads()
-    if device is None or str(device).startswith("cpu"):
-        torch.set_num_threads(1)  # a d=32 model gains nothing from intra-op threads; on a busy machine they cost a lot
-    try:
-        return _run(variants, seeds, steps, d_model, n_layers, batch_size, lr, total_len, eval_batches, device)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _run(variants, seeds, steps, d_model, n_layers, batch_size, lr, total_len, eval_batches, device) -> dict:
     out = {"variants": list(variants), "seeds": list(seeds), "steps": steps, "curves": {}, "accuracy": {},
            "params": {}, "seconds": 0.0}
     start = time.perf_counter()

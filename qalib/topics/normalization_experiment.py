@@ -9,7 +9,6 @@ Post-LN vs Pre-LN gradients at initialisation, and the LayerNorms of the pretrai
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
+from qalib.device import one_thread
 from qalib.model import MiniBert
 from qalib.norms import TokenBatchNorm
 from qalib.parallel import map_grid
@@ -69,21 +69,6 @@ def experiment_setup(scale: int = 1):
                          d_ff=64 * scale, max_len=64)
     tcfg = TrainConfig(steps=100 * scale, batch_size=32, lr=6e-3, warmup=10, log_every=5)
     return cfg, tcfg, PaddedMLMTask(language)
-
-
-@contextlib.contextmanager
-def _one_cpu_thread(device):
-    """Models this small gain nothing from intra-op threads; on a busy machine the second thread's spin-waiting
-    made each CPU step ~10x slower in our measurements. The previous thread count is restored afterwards."""
-    if device is not None and str(device) != "cpu":
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class _BatchStatRecorder:
@@ -171,8 +156,8 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     exp = NormExperiment(list(norms), list(seeds), [], {}, {})
-    with _one_cpu_thread(device):  # the runs go side by side on the CPU cores
-        by_norm = map_grid(partial(_train_one, cfg=cfg, tcfg=tcfg, task=task, device=device), norms, seeds, device)
+    # the runs go side by side on the CPU cores, one thread each
+    by_norm = map_grid(partial(_train_one, cfg=cfg, tcfg=tcfg, task=task, device=device), norms, seeds, device)
     for norm, mine in by_norm.items():
         exp.step = mine[-1]["step"]
         exp.loss[norm] = np.array([out["loss"] for out in mine])
@@ -227,6 +212,7 @@ def plot_fluctuation(fig, exp: NormExperiment):
 
 
 # -- Post-LN vs Pre-LN ----------------------------------------------------------------------
+@one_thread()
 def prepost_gradients(n_layers: int = 8, d_model: int = 32, init_std: float | None = None, seeds=(0, 1, 2),
                       batch_size: int = 32) -> dict:
     """Gradient norms at initialisation after one backward pass of masked LM, per layer, for both placements.
@@ -242,9 +228,8 @@ def prepost_gradients(n_layers: int = 8, d_model: int = 32, init_std: float | No
                          max_len=64, init_std=std)
     task = PaddedMLMTask(SyntheticLanguage(vocab_size=32, branching=2, p_lag=0.0, seed=0))
     out = {}
-    with _one_cpu_thread(None):
-        for placement in ("post", "pre"):
-            out[placement] = _prepost_one(cfg, task, placement, seeds, batch_size)
+    for placement in ("post", "pre"):
+        out[placement] = _prepost_one(cfg, task, placement, seeds, batch_size)
     out["init_std"] = std
     return out
 

@@ -111,15 +111,10 @@ def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: in
     task = RecallTask(n_keys, n_values)
     out = {"scales": list(scales), "seeds": list(seeds), "d_k": d_model // n_heads, "runs": {},
            "chance_loss": math.log(task.n_keys * task.n_values), "key_only_loss": math.log(task.n_values)}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # models this small run no slower on one CPU thread, and far faster on a busy machine
-    try:
-        train_one = partial(_train_pair, steps=steps, d_model=d_model, n_heads=n_heads, batch_size=batch_size, lr=lr,
-                            task=task, device=device)
-        for s, mine in map_grid(train_one, scales, seeds, device).items():  # runs side by side on the CPU cores
-            out["runs"][s] = {k: np.stack([r[k] for r in mine]) for k in mine[0]}
-    finally:
-        torch.set_num_threads(threads)
+    train_one = partial(_train_pair, steps=steps, d_model=d_model, n_heads=n_heads, batch_size=batch_size, lr=lr,
+                        task=task, device=device)
+    for s, mine in map_grid(train_one, scales, seeds, device).items():  # runs side by side on the CPU cores
+        out["runs"][s] = {k: np.stack([r[k] for r in mine]) for k in mine[0]}
     out["final_loss"] = {s: out["runs"][s]["loss"][:, -3:].mean(1) for s in scales}
     out["final_accuracy"] = {s: out["runs"][s]["accuracy"][:, -3:].mean(1) for s in scales}
     out["initial_entropy"] = {s: out["runs"][s]["entropy"][:, 0] for s in scales}

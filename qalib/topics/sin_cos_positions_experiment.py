@@ -15,7 +15,6 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, ProbeTask
-from qalib.device import get_device
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
@@ -99,13 +98,7 @@ def run_position_experiment(variants=VARIANTS, seeds=(0, 1, 2), steps: int = 200
                        device=None if device is None else str(device))
     res = PositionExperiment(tuple(variants), tuple(seeds), train_len, long_len, [], {}, {}, {}, {},
                              chance=1 / (vocab_size - 5), bag_ceiling=bag_of_tokens_ceiling(task))
-    threads = torch.get_num_threads()
-    if get_device(None if device is None else str(device)).type == "cpu":
-        torch.set_num_threads(1)  # (32 x 13) x 32 matrices: a second thread costs more in sync than it gives
-    try:
-        _train_all(res, task, tcfg, d_model, vocab_size)
-    finally:
-        torch.set_num_threads(threads)
+    _train_all(res, task, tcfg, d_model, vocab_size)  # one thread per run (map_grid): tiny matrices
     return res
 
 
