@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
 import time
 
@@ -70,6 +71,8 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
     from qalib.topics import demo_factories
 
     print("\n== redraw latency per control (target median <= 100 ms, p95 <= 250 ms)")
+    print("  what each redraw drew: live = only the artists that changed, over the kept background;")
+    print("  axes = the kept figure again (limits moved); figure = a new figure (plotted afresh)")
     print(f"  reference: a plain 3-panel matplotlib figure draws to PNG in {reference_figure_ms():.0f} ms here")
     for stem, factories in demo_factories().items():
         if topic not in stem:
@@ -78,7 +81,7 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
             demo = factory()
             for name, control in demo.controls.items():
                 start_value = control.value
-                times = []
+                times, kinds = [], collections.Counter()
                 for _ in range(repeats):
                     for value in sweep_values(control, 6):
                         before = demo.redraws
@@ -86,12 +89,15 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
                         control.value = value
                         if demo.redraws > before:  # only changes that redrew count
                             times.append(time.perf_counter() - t0)
+                            kinds[demo.last_redraw_kind] += 1
                 control.value = start_value
                 if not times:
                     continue
                 med, p95 = statistics.median(times) * 1e3, float(np.percentile(times, 95)) * 1e3
                 flag = "ok " if med <= 100 and p95 <= 250 else "SLOW"
-                print(f"  {flag} {stem:28s} {factory.__name__:28s} {name:14s} median {med:6.1f} ms  p95 {p95:6.1f} ms  (n={len(times)})")
+                drawn = " ".join(f"{kind} {kinds[kind]:2d}" for kind in ("live", "axes", "figure"))
+                print(f"  {flag} {stem:28s} {factory.__name__:22s} {name:12s} median {med:6.1f} ms  p95 {p95:6.1f} ms"
+                      f"  (n={len(times)}: {drawn})")
 
 
 def main() -> None:

@@ -119,6 +119,7 @@ class Demo:
         self.result: Any = None
         self.error: str | None = None
         self.last_redraw_s: float = float("nan")
+        self.last_redraw_kind = ""  # "live" (only live artists), "axes" or "figure": how much the last redraw drew
         self._layouts: dict[tuple, list] = {}  # layout key -> axes positions (see _draw)
         self._new_layout_key: tuple | None = None
         self._figure: matplotlib.figure.Figure | None = None  # the kept figure, when plot returned an update
@@ -176,6 +177,7 @@ class Demo:
     def _render(self, result: Any) -> matplotlib.figure.Figure:
         """Bring the figure's pixels up to `result`, drawing as little as the update allows."""
         change = Change.FIGURE if self._update is None else self._update(result)
+        self.last_redraw_kind = "live" if change is None else getattr(change, "value", "")
         if change is Change.FIGURE:
             fig, update = self._draw(result)
             fig.canvas.draw()  # lays out (if the layout is new) and renders everything but the live artists
