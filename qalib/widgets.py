@@ -36,6 +36,8 @@ import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
 
+from qalib.device import one_thread
+
 
 class Change(enum.Enum):
     """What an `update(result)` changed besides its live artists, hence how much must be drawn again."""
@@ -75,6 +77,12 @@ def nice_ceiling(x: float) -> float:
         if step * 10.0**exponent >= x * (1 - 1e-12):
             return float(step * 10.0**exponent)
     return float(10.0 ** (exponent + 1))
+
+
+def power_of_two_window(n: int, smallest: int = 8) -> int:
+    """max(smallest, the least power of two >= n): an axis range that follows a size (a length, a sequence)
+    in coarse steps, so most moves of the size keep the axes."""
+    return max(smallest, 1 << (int(n) - 1).bit_length())
 
 
 def most(*changes: Change | None) -> Change | None:
@@ -157,7 +165,8 @@ class Demo:
     def redraw(self) -> None:
         start = time.perf_counter()
         try:
-            result = self.compute(**self.values())
+            with one_thread():  # a demo's tensors are tiny: a second thread only spins, the more so on a busy machine
+                result = self.compute(**self.values())
         except ValueError as err:
             self.error = str(err)
             self.message.value = (

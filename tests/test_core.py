@@ -8,7 +8,7 @@ import torch
 
 import qalib
 from qalib.claims import ClaimFailed, check, check_all, check_close
-from qalib.widgets import Change, Demo, finite_values, live, most, nice_ceiling, set_limits
+from qalib.widgets import Change, Demo, finite_values, live, most, nice_ceiling, power_of_two_window, set_limits
 
 
 def test_check_prints_a_tick_and_the_value(capsys):
@@ -198,6 +198,8 @@ def test_limit_helpers():
     assert nice_ceiling(float("nan")) == 1.0 and nice_ceiling(0.0) == 1.0
     assert most(None, Change.AXES, None) is Change.AXES and most(Change.AXES, Change.FIGURE) is Change.FIGURE
     assert most(None, None) is None
+    assert [power_of_two_window(n) for n in (1, 8, 9, 100, 512, 513)] == [8, 8, 16, 128, 512, 1024]
+    assert power_of_two_window(3, smallest=2) == 4
     fig = matplotlib.figure.Figure()
     ax = fig.add_subplot()
     assert set_limits(ax, ylim=(0, 2)) is Change.AXES and set_limits(ax, ylim=(0, 2)) is None

@@ -54,7 +54,7 @@ def _fresh_png(demo) -> bytes:
     fig = _figure(demo.figsize, demo.dpi, layout="none")
     demo.plot(fig, demo.result)
     for ax, kept in zip(fig.axes, demo._figure.axes):
-        ax.set_position(kept.get_position())
+        ax.set_position(kept.get_position(original=True))
     fig.canvas.draw()
     for artist in _live_artists(fig):
         fig.draw_artist(artist)

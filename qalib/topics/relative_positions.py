@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live, most, power_of_two_window, set_limits
 
 METHODS = ("shaw", "relative_key_query", "t5", "rotary", "alibi")
 LABELS = {"shaw": "Shaw et al. (q.a)", "relative_key_query": "Huang m4 (q.a + k.a)", "t5": "T5 buckets",
@@ -118,20 +118,64 @@ def _rotary_delta(q, k, scale):
     return (rq @ rk.T - q @ k.T) * scale
 
 
-def plot_bias(fig, r: dict) -> None:
+# Largest |bias| on the middle row for any method, length, clip and content of bias_demo: ALiBi's -m |j - i| with
+# m = 1/4 (head 0 of 4) reaches 8 at T = 64; the random tables of the other schemes stay within 7.6 (seed 0).
+ROW_BIAS_VIEW = 8.5
+
+
+def _live_numbers(ax, static_title: str):
+    """A static title on the left and, on the right, a live one for the numbers: every glyph of a live text is
+    drawn again on each change, those of the static title never."""
+    ax.set_title(static_title, loc="left")
+    return live(ax.set_title("", loc="right", fontsize="small", fontweight="normal"))[0]
+
+
+def plot_bias(fig, r: dict) -> Update:
+    """Each map is coloured relative to its largest value (printed above its colour bar), as a colour scale fitted
+    to the data would colour it, so the colour bars never change; positions run to the next power of two of T
+    (grey beyond); the middle row's bias axis covers every method. So nearly every change redraws only the maps,
+    the row, the clip lines, the method's name and the two maxima."""
     axes = fig.subplots(1, 3)
-    lim = float(r["bias"].abs().max()) or 1.0
-    im = axes[0].imshow(r["bias"].numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
-    axes[0].set(title=f"{LABELS[r['method']]}: bias added", xlabel="key position j", ylabel="query position i")
-    fig.colorbar(im, ax=axes[0], fraction=0.046, label="logit")
-    im = axes[1].imshow(r["probs"].numpy(), cmap="viridis", vmin=0)
-    axes[1].set(title="attention softmax(content + bias)", xlabel="key position j", ylabel="query position i")
-    fig.colorbar(im, ax=axes[1], fraction=0.046, label="probability")
-    axes[2].plot(r["row_offsets"].numpy(), r["row_bias"].numpy(), "o-", ms=3, color="C0")
-    if r["method"] in ("shaw", "relative_key_query"):
-        for x in (-r["clip"], r["clip"]):
-            axes[2].axvline(x, color="0.5", ls="--", lw=1)
-    axes[2].set(title=f"middle row i = {r['t'] // 2}", xlabel="offset j - i (tokens)", ylabel="bias (logit)")
+    bias = axes[0].imshow(np.zeros((1, 1)), cmap="RdBu_r", vmin=-1, vmax=1)
+    axes[0].set(xlabel="key position j (grey: beyond T)", ylabel="query position i")
+    bias_bar = fig.colorbar(bias, ax=axes[0], fraction=0.046, label="bias / max |bias|")
+    probs = axes[1].imshow(np.zeros((1, 1)), cmap="viridis", vmin=0, vmax=1)
+    axes[1].set(title="attention softmax(content + bias)", xlabel="key position j (grey: beyond T)",
+                ylabel="query position i")
+    probs_bar = fig.colorbar(probs, ax=axes[1], fraction=0.046, label="probability / max")
+    for ax in axes[:2]:
+        ax.grid(False)
+        ax.set_facecolor("0.7")  # beyond T; not white, which is bias 0 in RdBu_r
+    (row,) = axes[2].plot([], [], "o-", ms=3, color="C0")
+    clips = [axes[2].axvline(0, color="0.5", ls="--", lw=1) for _ in range(2)]
+    axes[2].set(title="middle row i = T // 2", xlabel="offset j - i (tokens)", ylabel="bias (logit)",
+                ylim=(-ROW_BIAS_VIEW, ROW_BIAS_VIEW))
+    # left-aligned over each colour bar: clear of the map's title, which may reach past the map
+    maxima = [bar.ax.set_title("", loc="left", fontsize="small", fontweight="normal") for bar in (bias_bar, probs_bar)]
+    live(bias, probs, row, *clips, axes[0].title, *maxima)
+
+    def update(r) -> Change | None:
+        t = r["t"]
+        lim = float(r["bias"].abs().max()) or 1.0
+        top = float(r["probs"].max())
+        bias.set_data(r["bias"].numpy() / lim)
+        probs.set_data(r["probs"].numpy() / top)
+        for image in (bias, probs):
+            image.set_extent((-0.5, t - 0.5, t - 0.5, -0.5))
+        axes[0].set_title(f"{LABELS[r['method']]}: bias added")
+        maxima[0].set_text(f"max {lim:.3g}")
+        maxima[1].set_text(f"max {top:.3g}")
+        row.set_data(r["row_offsets"].numpy(), r["row_bias"].numpy())
+        for line, x in zip(clips, (-r["clip"], r["clip"])):
+            line.set_xdata([x, x])
+            line.set_visible(r["method"] in ("shaw", "relative_key_query"))
+        window = power_of_two_window(t, 8)
+        square = {"xlim": (-0.5, window - 0.5), "ylim": (window - 0.5, -0.5)}  # rows top down, as imshow draws
+        return most(set_limits(axes[0], **square), set_limits(axes[1], **square),
+                    set_limits(axes[2], xlim=(-window // 2 - 1, window // 2)))  # offsets -T//2 .. T - 1 - T//2
+
+    update(r)
+    return update
 
 
 def bias_demo() -> Demo:
@@ -167,16 +211,36 @@ def rotary_profile(d_head: int = 32, base: float = 10000.0, start: int = 0, t: i
             "max_gap": float(np.abs(first - second).max()), "d_head": d_head, "base": base}
 
 
-def plot_rotary(fig, r: dict) -> None:
+# Largest |rotated q.k/sqrt(d)| of rotary_profile's seeded q, k over every head size and base of rotary_demo: 3.73;
+# the band above it holds the legend.
+ROTARY_SCORE_VIEW = 5.0
+
+
+def plot_rotary(fig, r: dict) -> Update:
+    """Fixed axes: the scores' range covers every head size and base of the demo, and a mean of cosines lies in
+    [-1, 1], so a change redraws only the three curves and the numbers above them."""
     ax1, ax2 = fig.subplots(1, 2)
-    ax1.plot(r["offsets"], r["first"], color="C0", lw=2, label=f"query at m = {r['start']}")
-    ax1.plot(r["offsets"], r["second"], color="C1", ls="--", label=f"query at m = {r['start'] + 17}")
-    ax1.set(title=f"rotated q.k/sqrt(d): max gap {r['max_gap']:.1e}", xlabel="offset n - m (tokens)",
-            ylabel="score (logit)")
-    ax1.legend(fontsize=8)
-    ax2.plot(r["offsets"], r["ones"], color="C2")
-    ax2.set(title=f"q = k = 1: mean cos(offset x theta_i), d={r['d_head']}, base={r['base']:.0f}",
-            xlabel="offset n - m (tokens)", ylabel="score / d")
+    (first,) = ax1.plot([], [], color="C0", lw=2, label="query at m")
+    (second,) = ax1.plot([], [], color="C1", ls="--", label="query at m + 17")
+    ax1.set(xlabel="offset n - m (tokens)", ylabel="score (logit)", ylim=(-ROTARY_SCORE_VIEW, ROTARY_SCORE_VIEW))
+    ax1.legend(fontsize=8, loc="upper center", ncols=2)  # in the band no score reaches
+    gap = _live_numbers(ax1, "rotated q.k/sqrt(d)")
+    (ones,) = ax2.plot([], [], color="C2")
+    ax2.set(xlabel="offset n - m (tokens)", ylabel="score / d, for q = k = 1", ylim=(-1.05, 1.05))
+    sizes = _live_numbers(ax2, "mean of cos(offset θ_i)")
+    live(first, second, ones)
+
+    def update(r) -> Change | None:
+        first.set_data(r["offsets"], r["first"])
+        second.set_data(r["offsets"], r["second"])
+        ones.set_data(r["offsets"], r["ones"])
+        gap.set_text(f"m = {r['start']}: max gap {r['max_gap']:.1e}")
+        sizes.set_text(f"d={r['d_head']}, base={r['base']:.0f}")
+        span = (0, len(r["offsets"]) - 1)
+        return most(set_limits(ax1, xlim=span), set_limits(ax2, xlim=span))
+
+    update(r)
+    return update
 
 
 def rotary_demo() -> Demo:
@@ -201,24 +265,55 @@ def slopes_and_buckets(n_heads: int = 8, n_buckets: int = 32, max_distance: int 
             "n_buckets": n_buckets}
 
 
-def plot_slopes_and_buckets(fig, r: dict) -> None:
+ALIBI_MAX_HEADS = 32  # the heads slider's maximum
+ALIBI_DISTANCE = 32  # the distances drawn, 0 .. 32 tokens
+
+
+def plot_slopes_and_buckets(fig, r: dict) -> Update:
+    """Fixed axes: the ALiBi bias axis reaches the steepest slope of any head count on the slider, and the T5 panel is
+    drawn in units of the max distance M and the bucket count N (printed above it), so a change redraws only the
+    lines, the slope list and those two numbers."""
     ax1, ax2 = fig.subplots(1, 2)
-    dist = np.arange(0, 33)
-    colours = matplotlib.colormaps["viridis"](np.linspace(0, 0.9, len(r["slopes"])))
-    for h, (m, c) in enumerate(zip(r["slopes"], colours)):
-        ax1.plot(dist, -m * dist, color=c, label=f"head {h}: m={m:.3g}" if h < 4 else None)
-    ax1.set(title="ALiBi bias per head", xlabel="distance |j - i| (tokens)", ylabel="bias (logit)")
-    ax1.legend(fontsize=7)
-    ax2.plot(r["offsets"], r["buckets"], drawstyle="steps-mid", color="C0")
-    for x in (-r["max_distance"], r["max_distance"]):
+    dist = np.arange(0, ALIBI_DISTANCE + 1)
+    heads = [ax1.plot(dist, np.zeros_like(dist))[0] for _ in range(max(ALIBI_MAX_HEADS, len(r["slopes"])))]
+    steepest = max(float(alibi_slopes(n)[0]) for n in range(1, ALIBI_MAX_HEADS + 1)) * ALIBI_DISTANCE
+    ax1.set(title="ALiBi bias per head (darkest: head 0)", xlabel="distance |j - i| (tokens)", ylabel="bias (logit)",
+            xlim=(0, ALIBI_DISTANCE), ylim=(-1.05 * steepest, 0.05 * steepest))
+    # the slopes, in place of a legend (a legend is drawn once, and its entries change with the head count)
+    slopes = ax1.text(0.03, 0.04, "", transform=ax1.transAxes, fontsize=8, va="bottom",
+                      bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.8"})
+    (buckets,) = ax2.plot([], [], drawstyle="steps-mid", color="C0")
+    for x in (-1, 1):
         ax2.axvline(x, color="0.5", ls="--", lw=1)
-    ax2.set(title=f"T5: {r['n_buckets']} buckets, max distance {r['max_distance']}", xlabel="offset j - i (tokens)",
-            ylabel="bucket index")
+    ax2.set(xlabel="offset j - i (M = max distance)", ylabel="bucket index (N = buckets)", xlim=(-2.1, 2.1),
+            ylim=(-0.05, 1.05), xticks=[-2, -1, 0, 1, 2], xticklabels=["-2M", "-M", "0", "M", "2M"],
+            yticks=[0, 0.25, 0.5, 0.75, 1], yticklabels=["0", "N/4", "N/2", "3N/4", "N"])
+    sizes = _live_numbers(ax2, "T5 buckets")
+    live(*heads, slopes, buckets)
+
+    def update(r) -> Change | None:
+        n = len(r["slopes"])
+        if n > len(heads):
+            return Change.FIGURE  # more heads than lines
+        colours = matplotlib.colormaps["viridis"](np.linspace(0, 0.9, n))
+        for h, line in enumerate(heads):
+            line.set_visible(h < n)
+            if h < n:
+                line.set_ydata(-r["slopes"][h] * dist)
+                line.set_color(colours[h])
+        shown = ", ".join(f"{m:.3g}" for m in r["slopes"][:4])
+        slopes.set_text(f"{n} head{'s' * (n > 1)}: m = {shown}{', ...' * (n > 4)}")
+        buckets.set_data(r["offsets"] / r["max_distance"], r["buckets"] / r["n_buckets"])
+        sizes.set_text(f"N = {r['n_buckets']}, M = {r['max_distance']}")
+        return None
+
+    update(r)
+    return update
 
 
 def slopes_demo() -> Demo:
     return Demo(slopes_and_buckets, plot_slopes_and_buckets,
-                {"n_heads": W.IntSlider(value=8, min=1, max=32, description="ALiBi heads"),
+                {"n_heads": W.IntSlider(value=8, min=1, max=ALIBI_MAX_HEADS, description="ALiBi heads"),
                  "n_buckets": W.IntSlider(value=32, min=4, max=64, step=2, description="T5 buckets"),
                  "max_distance": W.IntSlider(value=128, min=20, max=512, description="T5 max distance")},
                 title="ALiBi slopes and T5 buckets", figsize=(10, 3.3))

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live, most, power_of_two_window, set_limits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,16 +331,34 @@ def pe_compute(base: float = 10000.0, d_model: int = 64, length: int = 128) -> d
     return {"pe": pe, "dot": dot, "base": b, "d_model": d, "slowest_turn": turn, "note": note}
 
 
-def pe_plot(fig, r: dict) -> None:
+def pe_plot(fig, r: dict) -> Update:
+    """Row j of the table is drawn at height j/d .. (j+1)/d, so every width d fills the panel; positions run to the
+    next power of two of the length (grey beyond it), so most moves of the length keep the axes."""
     ax1, ax2 = fig.subplots(1, 2)
-    ax1.imshow(r["pe"].T.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, origin="lower", interpolation="nearest")
+    image = ax1.imshow(np.zeros((1, 1)), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, origin="lower",
+                       interpolation="nearest")
     ax1.grid(False)
-    ax1.set(title=f"PE (blue -1, red +1), base {r['base']:.4g}, d = {r['d_model']}", xlabel="position p",
-            ylabel="dimension")
-    ax2.plot(r["dot"].numpy())
+    ax1.set_facecolor("0.7")  # beyond the length; not white, which is PE = 0 in this colour map
+    ax1.set(xlabel="position p (grey: beyond the length)", ylabel="dimension j / d (0 = fastest)", ylim=(0, 1))
+    ax1.set_title("PE (blue -1, red +1)", loc="left")
+    sizes = ax1.set_title("", loc="right", fontsize="small", fontweight="normal")  # live: only the numbers are redrawn
+    (dot,) = ax2.plot([], [])
     ax2.axhline(0, color="grey", lw=0.8)
     ax2.set(title="PE(p) . PE(p + k) / (d/2)", xlabel="offset k (positions)", ylabel="normalised dot product",
             ylim=(-1.05, 1.05))
+    live(image, dot, sizes)
+
+    def update(r) -> Change | None:
+        n, d = r["pe"].shape
+        image.set_data(r["pe"].T.numpy())  # (d, n): one row per dimension
+        image.set_extent((-0.5, n - 0.5, 0, 1))
+        dot.set_data(np.arange(n), r["dot"].numpy())
+        sizes.set_text(f"base {r['base']:.4g}, d = {d}")
+        window = power_of_two_window(n, 8)
+        return most(set_limits(ax1, xlim=(-0.5, window - 0.5)), set_limits(ax2, xlim=(0, window - 1)))
+
+    update(r)
+    return update
 
 
 def pe_demo() -> Demo:
@@ -389,25 +407,44 @@ def rotation_compute(k: int = 5, pair: int = 2, position: int = 20) -> dict:
             "note": f"|M_k PE(p) - PE(p+k)| at p = {p}: max {float((m @ pe[p] - pe[p + k]).abs().max()):.1e}"}
 
 
-def rotation_plot(fig, r: dict) -> None:
+def rotation_plot(fig, r: dict) -> Update:
+    """Fixed axes (the circle's square; every position of the demo's table), so a change redraws only the points,
+    the arrow, the markers, the two error curves, the position line and the titles."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.4])
-    c = r["circle"].numpy()
-    ax1.scatter(c[:, 0], c[:, 1], c=np.arange(len(c)), cmap="viridis", s=8)
-    s, t, x = r["start"].numpy(), r["target"].numpy(), r["rotated"].numpy()
-    ax1.annotate("", xy=x, xytext=s, arrowprops={"arrowstyle": "->", "color": "C3", "lw": 2})
-    ax1.plot(*s, "o", color="C3", label="PE(p)")
-    ax1.plot(*t, "o", ms=12, mfc="none", color="k", label="PE(p + k)")
-    ax1.plot(*x, "x", color="C1", ms=9, label="M_k PE(p)")
-    ax1.set(title=f"pair {r['pair']}: turn by ωk = {r['omega'] * r['k']:.3g} rad", xlabel="sin(ωp)",
-            ylabel="cos(ωp)", xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal")
+    circle = ax1.scatter(*r["circle"].numpy().T, c=np.arange(len(r["circle"])), cmap="viridis", s=8)
+    arrow = ax1.annotate("", xy=(0, 0), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "C3", "lw": 2})
+    (start,) = ax1.plot([], [], "o", color="C3", label="PE(p)")
+    (target,) = ax1.plot([], [], "o", ms=12, mfc="none", color="k", label="PE(p + k)")
+    (rotated,) = ax1.plot([], [], "x", color="C1", ms=9, label="M_k PE(p)")
+    ax1.set(xlabel="sin(ωp)", ylabel="cos(ωp)", xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal")
     ax1.legend(fontsize="x-small", loc="lower left")
-    p = r["positions"].numpy()
-    ax2.plot(p, np.log10(r["error_rotation"].clamp(min=1e-17).numpy()), label="sin+cos: M_k (rotations)")
-    ax2.plot(p, np.log10(r["error_sin_only"].clamp(min=1e-17).numpy()), label="sin only: best linear map")
-    ax2.axvline(r["p"], color="grey", lw=0.8)
-    ax2.set(title=f"error of predicting PE(p + {r['k']}) at every p", xlabel="position p",
-            ylabel="log10 max |error|", ylim=(-17.5, 0.5))
-    ax2.legend(fontsize="small")
+    (rotation_error,) = ax2.plot([], [], label="sin+cos: M_k (rotations)")
+    (sin_only_error,) = ax2.plot([], [], label="sin only: best linear map")
+    position = ax2.axvline(r["p"], color="grey", lw=0.8)
+    ax2.set(xlabel="position p", ylabel="log10 max |error|", xlim=(0, ROTATION_N - 1), ylim=(-17.5, 0.5))
+    ax2.set_title("error of predicting PE(p + k) at every p", loc="left")
+    offset = ax2.set_title("", loc="right", fontsize="small", fontweight="normal")  # live: only k is redrawn
+    # a fixed place (a legend is drawn once): the empty band between the curves at every k of the demo
+    # (sin only: log10 error >= -1.4; rotations: <= -7.1, or both <= -14 at k = 0)
+    ax2.legend(fontsize="small", loc="center right", bbox_to_anchor=(1, 0.74))
+    live(circle, arrow, start, target, rotated, rotation_error, sin_only_error, position, ax1.title, offset)
+
+    def update(r) -> None:
+        circle.set_offsets(r["circle"].numpy())
+        s, t, x = r["start"].numpy(), r["target"].numpy(), r["rotated"].numpy()
+        arrow.xy, arrow.xyann = x, s
+        start.set_data([s[0]], [s[1]])
+        target.set_data([t[0]], [t[1]])
+        rotated.set_data([x[0]], [x[1]])
+        ax1.set_title(f"pair {r['pair']}: turn by ωk = {r['omega'] * r['k']:.3g} rad")
+        p = r["positions"].numpy()
+        rotation_error.set_data(p, np.log10(r["error_rotation"].clamp(min=1e-17).numpy()))
+        sin_only_error.set_data(p, np.log10(r["error_sin_only"].clamp(min=1e-17).numpy()))
+        position.set_xdata([r["p"], r["p"]])
+        offset.set_text(f"k = {r['k']}")
+
+    update(r)
+    return update
 
 
 def rotation_demo() -> Demo:
