@@ -12,6 +12,7 @@ The training experiment lives in embedding_scale_experiment.py.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import ipywidgets as W
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from qalib.positions import sinusoidal
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live, nice_ceiling, set_limits
 
 # name -> (what it is, who uses it)
 INITS = {
@@ -254,42 +255,105 @@ def plot_recovery_vs_d(fig, result: dict) -> None:
     ax2.legend(fontsize=8)
 
 
-def _plot_setting(fig, r: dict) -> None:
-    """The demo's three panels: norms, cosine histogram, accuracies."""
+NORM_VIEW = (0.02, 5000.0)  # the demo's row norms run from 0.08 (std 0.02 at d=16) to 1024 (std 1 times sqrt(1024))
+
+
+def _plot_setting(fig, r: dict) -> Update:
+    """The demo's three panels: norms, cosine histogram, accuracies.
+
+    Fixed axes, so every setting redraws only the bars, the histogram and the numbers: the norms span four decades
+    over the demo's settings (log scale), and the histogram's tallest bin holds from a tenth to all of the samples
+    (square-root count scale, up to the number of samples)."""
     ax1, ax2, ax3 = fig.subplots(1, 3)
-    tok, pe = r["ratio"] * r["pe_norm"], r["pe_norm"]
-    ax1.bar(["token\n(after factor)", "position"], [tok, pe], color=["C0", "0.4"])
-    for i, v in enumerate((tok, pe)):
-        ax1.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=9)
-    ax1.set(ylabel="mean L2 norm", title=f"Norms: token/position {r['ratio']:.3g}")
-    ax2.hist(r["cos_token"], bins=np.linspace(-1, 1, 41), color="C1")
-    ax2.set(xlim=(-1, 1), xlabel="cos(e + PE, e)", ylabel="samples", title="Token share of the input")
-    ax3.bar(["token", "position"], [r["token_accuracy"], r["position_accuracy"]], color=["C0", "0.4"])
-    ax3.axhline(r["chance"], color="k", ls=":", lw=1, label="token chance")
-    ax3.set(ylim=(0, 1.05), ylabel="accuracy (nearest row)", title="Read back from e + PE")
-    ax3.legend(fontsize=8)
+    norms = ax1.bar(["token\n(after factor)", "position"], [1.0, 1.0], color=["C0", "0.4"])
+    values = [ax1.text(i, 1.0, "", ha="center", va="bottom", fontsize=9) for i in range(2)]
+    ax1.set(yscale="log", ylim=NORM_VIEW, ylabel="mean L2 norm (log scale)")
+    bins = np.linspace(-1, 1, 41)
+    hist = ax2.stairs(np.zeros(len(bins) - 1), bins, fill=True, color="C1")
+    n = len(r["cos_token"])
+    ax2.set_yscale("function", functions=(lambda y: np.sqrt(np.maximum(y, 0)), np.square))
+    ax2.set_yticks([t for t in (0, 10, 50, 100, 200, 500, 1000) if t <= n])
+    ax2.set(xlim=(-1, 1), ylim=(0, n), xlabel="cos(e + PE, e)", ylabel="samples (square-root scale)",
+            title="Token share of the input")
+    accuracies = ax3.bar(["token", "position"], [0.0, 0.0], color=["C0", "0.4"])
+    chance = ax3.axhline(r["chance"], color="k", ls=":", lw=1, label="token chance")
+    # room above the bars for the legend: it is drawn once, under the bars that are redrawn
+    ax3.set(ylim=(0, 1.2), yticks=np.linspace(0, 1, 5), ylabel="accuracy (nearest row)", title="Read back from e + PE")
+    ax3.legend(fontsize=8, loc="upper center")
+    live(*norms, *values, ax1.title, hist, *accuracies, chance)
+
+    def update(r: dict) -> Change | None:
+        for bar, text, v in zip(norms, values, (r["ratio"] * r["pe_norm"], r["pe_norm"])):
+            bar.set_height(v)
+            text.set(y=v, text=f"{v:.3g}")
+        ax1.set_title(f"Norms: token/position {r['ratio']:.3g}")
+        hist.set_data(np.histogram(r["cos_token"], bins=bins)[0])
+        for bar, v in zip(accuracies, (r["token_accuracy"], r["position_accuracy"])):
+            bar.set_height(v)
+        chance.set_ydata([r["chance"]] * 2)
+        return Change.FIGURE if len(r["cos_token"]) != n else None  # another sample count: another count axis
+
+    update(r)
+    return update
 
 
-def plot_factor_sweep(fig, r: dict) -> None:
+def plot_factor_sweep(fig, r: dict) -> Update:
+    """Accuracy against the multiplier. The axes are fixed by the multipliers swept, so moving d, the init or your
+    factor redraws only the curves, the vertical lines and the title (which carries their values)."""
     ax = fig.add_subplot()
-    ax.semilogx(r["factors"], r["token"], "o-", label="token recovered")
-    ax.semilogx(r["factors"], r["position"], "s-", color="0.4", label="position recovered")
-    ax.axvline(math.sqrt(r["d_model"]), color="C2", ls="--", label=rf"$\sqrt{{d}}$ = {math.sqrt(r['d_model']):.3g}")
-    balance = r["pe_norm"] / r["row_norm"]
-    ax.axvline(balance, color="C3", ls=":", label=f"equal norms ({balance:.3g})")
+    token = ax.semilogx(r["factors"], r["token"], "o-", label="token recovered")[0]
+    position = ax.semilogx(r["factors"], r["position"], "s-", color="0.4", label="position recovered")[0]
+    lines = [token, position, ax.axvline(1.0, color="C2", ls="--", label=r"$\sqrt{d}$"),
+             ax.axvline(1.0, color="C3", ls=":", label="equal norms")]
     if "factor" in r:
-        ax.axvline(r["factor"], color="k", lw=2, alpha=0.5, label=f"your factor {r['factor']:.3g}")
-    ax.set(xlabel="multiplier on the token rows", ylabel="accuracy (nearest row by cosine)", ylim=(-0.02, 1.02),
-           title=f"Token vs position: d = {r['d_model']}, init = {r['init']}")
-    ax.minorticks_off()  # keeps the redraw fast: log axes otherwise label many minor ticks
-    ax.legend(fontsize=8, loc="center right")
+        lines.append(ax.axvline(1.0, color="k", lw=2, alpha=0.5, label="your factor"))
+    ax.set(xlabel="multiplier on the token rows", ylabel="accuracy (nearest row by cosine)", ylim=(-0.02, 1.02))
+    ax.minorticks_off()  # keeps a full draw fast: log axes otherwise label many minor ticks
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # outside: the curves never cover it
+    live(*lines, ax.title)
+
+    def update(r: dict) -> Change | None:
+        token.set_data(r["factors"], r["token"])
+        position.set_data(r["factors"], r["position"])
+        sqrt_d, balance = math.sqrt(r["d_model"]), r["pe_norm"] / r["row_norm"]
+        for line, x in zip(lines[2:], (sqrt_d, balance, r.get("factor"))):  # the last only where there is a factor
+            line.set_xdata([x, x])
+        yours = f", yours {r['factor']:.3g}" if "factor" in r else ""
+        ax.set_title(f"Token vs position: d = {r['d_model']}, init = {r['init']}\n"
+                     f"√d = {sqrt_d:.3g}, equal norms at {balance:.3g}{yours}")
+        # the swept multipliers, with the margin autoscaling would give a log axis
+        return set_limits(ax, xlim=(r["factors"].min() / 1.6, r["factors"].max() * 1.6))
+
+    update(r)
+    return update
 
 
-def plot_tied_logits(fig, r: dict) -> None:
+LOGIT_VIEW = (1e-3, 1e3)  # |logit| over the demo's settings: std 0.08 (std-0.02 rows at d=16) to 32 (std 1 at d=1024)
+COUNT_VIEW = 600  # the tallest bin of 4096 logits holds about 450 at every setting (see plot_tied_logits)
+
+
+def plot_tied_logits(fig, r: dict) -> Update:
+    """The size of the initial logits, |h . e_j|, on a fixed log axis with 10 bins per decade.
+
+    Their std runs from 0.08 to 32 over the demo's settings; on a linear axis each would need its own scale. On a log
+    axis every setting is a hump of the same height (a scaled |Gaussian|) sitting at its own size, and the count
+    axis can stay fixed: its peak holds about 4096 * 0.11 = 450 of the 4096 logits."""
     ax = fig.add_subplot()
-    ax.hist(r["logits"], bins=60, color="C0")
-    ax.set(xlabel="initial logit h . e_j", ylabel="count",
-           title=f"Tied output, init {r['init']}: std {r['logit_std']:.3g}, loss {r['loss']:.3g} vs log V {r['uniform_loss']:.3g}")
+    edges = np.logspace(*np.log10(LOGIT_VIEW), 61)
+    hist = ax.stairs(np.zeros(len(edges) - 1), edges, fill=True, color="C0")
+    ax.set(xscale="log", xlim=LOGIT_VIEW, xlabel="|initial logit h . e_j| (log scale, clipped to 1e-3..1e3)",
+           ylabel="count per 0.1 decade")
+    live(hist, ax.title)
+
+    def update(r: dict) -> Change | None:
+        counts = np.histogram(np.clip(np.abs(r["logits"]), *LOGIT_VIEW), bins=edges)[0]
+        hist.set_data(counts)
+        ax.set_title(f"Tied output, init {r['init']}: std {r['logit_std']:.3g}, loss {r['loss']:.3g} "
+                     f"vs log V {r['uniform_loss']:.3g}")
+        return set_limits(ax, ylim=(0, max(COUNT_VIEW, nice_ceiling(counts.max()))))  # grows only past 500 in a bin
+
+    update(r)
+    return update
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,10 +377,14 @@ def setting_demo() -> Demo:
     return Demo(_setting, _plot_setting, controls, title="Token vs sinusoid at the encoder input", figsize=(11, 3.4))
 
 
+@functools.lru_cache(maxsize=8)
+def _sweep(d_model: int, init: str) -> dict:
+    return recovery_vs_factor(d_model, init, np.logspace(-1, 3, 21), vocab_size=500, n_positions=64, n_samples=128)
+
+
 def _factor_sweep(d_model: int, init: str, log10_factor: float) -> dict:
-    r = recovery_vs_factor(d_model, init, np.logspace(-1, 3, 21), vocab_size=500, n_positions=64, n_samples=128)
-    r["factor"] = 10.0 ** log10_factor
-    return r
+    """The sweep does not depend on your factor: moving its slider reuses the sweep for (d_model, init)."""
+    return {**_sweep(d_model, init), "factor": 10.0 ** log10_factor}
 
 
 def factor_demo() -> Demo:

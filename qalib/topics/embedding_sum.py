@@ -21,11 +21,12 @@ import functools
 import math
 
 import ipywidgets as W
+import matplotlib
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
 
@@ -125,10 +126,11 @@ def gradient_check(seq_len: int = 6, d_model: int = 8, seed: int = 0) -> dict:
 # ---------------------------------------------------------------------------------------------
 # 2. Why the parts survive the sum: near-orthogonality and a linear probe
 # ---------------------------------------------------------------------------------------------
-def cosines(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """All pairwise cosines between rows of A and rows of B, flattened (diagonal dropped when A is B)."""
-    c = F.normalize(A, dim=-1) @ F.normalize(B, dim=-1).T
-    if A is B:
+def cosines(A: torch.Tensor, B: torch.Tensor | None = None) -> torch.Tensor:
+    """All pairwise cosines between rows of A and rows of B, flattened; without B, between distinct rows of A
+    (each row's cosine with itself, 1, left out)."""
+    c = F.normalize(A, dim=-1) @ F.normalize(A if B is None else B, dim=-1).T
+    if B is None:
         c = c[~torch.eye(len(A), dtype=torch.bool)]
     return c.reshape(-1)
 
@@ -175,7 +177,7 @@ def probe_sum(d_model: int = 64, n_tokens: int = 100, n_positions: int = 64, n_s
         acc[part] = probe_accuracy(Wall[:, start:start + sizes[part]], X[n_train:], y[n_train:])
         start += sizes[part]
     k = min(100, v)
-    cos = {"word-word": cosines(E[:k], E[:k]), "word-position": cosines(E[:k], P[:100]),
+    cos = {"word-word": cosines(E[:k]), "word-position": cosines(E[:k], P[:100]),
            "word-segment": cosines(E[:k], S)}
     out = {"d_model": d, "sizes": sizes, "accuracy": acc, "chance": {part: 1.0 / m for part, m in sizes.items()},
            "cos": {key: c.numpy() for key, c in cos.items()},
@@ -193,7 +195,7 @@ def cosine_spread(d_values, n: int = 200, seed: int = 0) -> dict:
     out = {}
     for d in d_values:
         E = random_tables(n, 1, 1, int_arg("d", d, 2), seed)[0]
-        out[int(d)] = float(cosines(E, E).std())
+        out[int(d)] = float(cosines(E).std())
     return out
 
 
@@ -219,22 +221,42 @@ def plot_probe_curve(fig, r) -> None:
     ax.legend(fontsize=8)
 
 
-def plot_probe(fig, r) -> None:
+def plot_probe(fig, r) -> Update:
+    """Probe accuracies and the cosines between rows, on fixed axes; the legends sit where no redrawn artist covers
+    them. The density axis goes up to the most a density over these bins can be (every cosine in one bin: 1 / bin
+    width, which the few cosines of a tiny table reach), on a square-root scale so that the wide, low histograms of
+    a small d stay readable next to the narrow, tall ones of a large d."""
     ax1, ax2 = fig.subplots(1, 2)
     parts = list(r["accuracy"])
-    ax1.bar(parts, [r["accuracy"][p] for p in parts], color=["C0", "C1", "C2"])
-    ax1.scatter(parts, [r["chance"][p] for p in parts], marker="_", s=600, color="k", label="chance", zorder=3)
-    ax1.set(ylim=(0, 1.05), ylabel="probe test accuracy", title=f"Linear probe on the sum, d = {r['d_model']}")
-    ax1.legend(fontsize=8, loc="lower right")
+    bars = ax1.bar(parts, np.zeros(len(parts)), color=["C0", "C1", "C2"])
+    chance = ax1.scatter(parts, np.zeros(len(parts)), marker="_", s=600, color="k", label="chance", zorder=3)
+    # room above the bars for the legend: it is drawn once, under the bars that are redrawn
+    ax1.set(ylim=(0, 1.2), yticks=np.linspace(0, 1, 5), ylabel="probe test accuracy")
+    ax1.legend(fontsize=8, loc="upper center")
     bins = np.linspace(-1, 1, 61)
-    for key, c in r["cos"].items():
-        if len(c) > 1:
-            h, _ = np.histogram(c, bins=bins, density=True)  # one artist per series: fast redraws
-            ax2.stairs(h, bins, fill=True, alpha=0.5, label=f"{key} (std {r['cos_std'][key]:.3f})")
-    band = 2 / math.sqrt(r["d_model"])
-    ax2.axvspan(-band, band, color="0.85", zorder=0, label="±2/√d")
-    ax2.set(xlabel="cosine between rows", ylabel="density", title="Random rows are nearly orthogonal")
-    ax2.legend(fontsize=7)
+    band = ax2.axvspan(-1, 1, color="0.5", alpha=0.3, lw=0, zorder=0, label="±2/√d")  # see-through: grid shows
+    hists = {key: ax2.stairs(np.zeros(len(bins) - 1), bins, fill=True, alpha=0.5, label=key) for key in r["cos"]}
+    ax2.set_yscale("function", functions=(lambda y: np.sqrt(np.maximum(y, 0)), np.square))
+    ax2.set(xlim=(-1, 1), xticks=np.linspace(-1, 1, 5), ylim=(0, 1 / (bins[1] - bins[0])), yticks=[0, 1, 5, 10, 20],
+            xlabel="cosine between rows", ylabel="density (square-root scale)",
+            title="Random rows are nearly orthogonal")
+    ax2.legend(handles=[*hists.values(), band], fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    spread = ax2.text(1.02, 0, "", transform=ax2.transAxes, fontsize=7, va="bottom")
+    live(*bars, chance, ax1.title, band, *hists.values(), spread)
+
+    def update(r) -> None:
+        for bar, part in zip(bars, parts):
+            bar.set_height(r["accuracy"][part])
+        chance.set_offsets(np.column_stack([np.arange(len(parts)), [r["chance"][p] for p in parts]]))
+        ax1.set_title(f"Linear probe on the sum, d = {r['d_model']}")
+        half = 2 / math.sqrt(r["d_model"])
+        band.set(x=-half, width=2 * half)
+        for key, hist in hists.items():
+            hist.set_data(np.histogram(r["cos"][key], bins=bins, density=True)[0])
+        spread.set_text("cos std\n" + "\n".join(f"{key} {std:.3f}" for key, std in r["cos_std"].items()))
+
+    update(r)
+    return update
 
 
 def probe_demo() -> Demo:
@@ -311,24 +333,54 @@ def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> di
             "note": note}
 
 
-def plot_pair(fig, r) -> None:
+PART_VIEW = 0.2  # colour scale of the strip, +-PART_VIEW: one for every token, with or without the LayerNorm
+# 99% of the first 96 values of MiniLM's word, segment and position rows and their sum lie within +-0.2 (all within
+# +-0.8); the LayerNorm output has a std near 1 and saturates the scale, which is the point: it is far larger
+
+
+def plot_pair(fig, r) -> Update:
+    """The chosen token's four vectors (left) and the size of each part at every token (right). Moving the token or
+    the LayerNorm box redraws only the strip, its labels and the marker; other sentences need a new figure."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.1, 1])
-    v = r["vectors"][:, :96]
-    lim = float(np.abs(v).max())
-    im = ax1.imshow(v, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
-    labels = [f"{k}  (cos to sum {r['cos_to_sum'][k]:+.2f})" if k in r["cos_to_sum"] else k for k in r["rows"]]
-    ax1.set(yticks=range(len(labels)), yticklabels=labels, xlabel="dimension (first 96 of 384)",
-            title=f"token {r['token']}: {r['tokens'][r['token']]!r} (segment {r['segments'][r['token']]})")
+    n_rows = len(r["rows"])
+    # a mesh of (rows, 96) cells: redrawn in half the time of an image; row 0 on top, as in an image
+    strip = ax1.pcolormesh(r["vectors"][:, :96], cmap="RdBu_r", vmin=-PART_VIEW, vmax=PART_VIEW)
+    ax1.set(ylim=(n_rows, 0), yticks=np.arange(n_rows) + 0.5, yticklabels=[*r["rows"][:-1], ""],
+            xlabel="dimension (first 96 of 384)")
     ax1.grid(False)
-    fig.colorbar(im, ax=ax1, shrink=0.8, label="value")
+    fig.colorbar(strip, ax=ax1, shrink=0.8, label=f"value (clipped to ±{PART_VIEW})")
+    # redrawn with the strip: the last row's label (sum or LayerNorm output) where its tick label would be, and
+    # each part's cosine to the sum in a column right of the strip
+    last_row = ax1.text(-0.01, n_rows - 0.5, "", transform=ax1.get_yaxis_transform(), ha="right", va="center",
+                        fontsize=matplotlib.rcParams["ytick.labelsize"])
+    ax1.text(1.01, 0, "cos to sum", transform=ax1.get_yaxis_transform(), ha="left", va="bottom", fontsize=8)
+    cosines_to_sum = [ax1.text(1.01, i + 0.5, "", transform=ax1.get_yaxis_transform(), ha="left", va="center",
+                               fontsize=matplotlib.rcParams["ytick.labelsize"]) for i in range(n_rows - 1)]
     x = np.arange(len(r["tokens"]))
     for i, k in enumerate(("word", "segment", "position")):
         ax2.bar(x + (i - 1) * 0.27, r["norms"][k], width=0.27, label=k, color=f"C{i}")
     ax2.plot(x, r["norms"]["sum"], "k.-", label="sum")
-    ax2.axvline(r["token"], color="0.5", ls=":")
+    marker = ax2.axvline(r["token"], color="0.5", ls=":")
     ax2.set_xticks(x, r["tokens"], rotation=70, fontsize=7)
     ax2.set(ylabel="L2 norm", title="Size of each part per token")
-    ax2.legend(fontsize=7, ncol=2)
+    ax2.legend(fontsize=7, ncol=2, loc="upper right")
+    live(strip, last_row, *cosines_to_sum, ax1.title, marker)
+    sentence = (r["tokens"], r["segments"])
+
+    def update(r) -> Change | None:
+        if (r["tokens"], r["segments"]) != sentence:
+            return Change.FIGURE  # other sentences: other bars and token labels
+        strip.set_array(r["vectors"][:, :96])
+        last_row.set_text(r["rows"][-1])
+        for text, k in zip(cosines_to_sum, r["rows"]):
+            text.set_text(f"{r['cos_to_sum'][k]:+.2f}")
+        i = r["token"]
+        ax1.set_title(f"token {i}: {r['tokens'][i]!r} (segment {r['segments'][i]})")
+        marker.set_xdata([i, i])
+        return None
+
+    update(r)
+    return update
 
 
 def pair_demo() -> Demo:

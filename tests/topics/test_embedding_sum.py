@@ -73,6 +73,15 @@ def test_cosine_spread_is_one_over_sqrt_d():
         assert abs(s * math.sqrt(d) - 1) < 0.1
 
 
+def test_cosines_within_one_table_leave_out_each_row_with_itself():
+    A = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))
+    within, across = es.cosines(A), es.cosines(A, A.clone())
+    assert within.shape == (20,) and across.shape == (25,) and (within < 0.999).all()
+    # the probe demo's word-word spread is that of distinct random rows, ~1/sqrt(d), with no spike at cos = 1
+    r = es.probe_sum(d_model=64)
+    assert abs(r["cos_std"]["word-word"] * math.sqrt(64) - 1) < 0.15 and r["cos"]["word-word"].max() < 0.999
+
+
 def test_fit_probe_recovers_a_linear_code():
     X = torch.eye(5, dtype=torch.float64).repeat(3, 1) * 2.0 + 0.5  # 5 classes, each a distinct direction
     y = torch.arange(5).repeat(3)
