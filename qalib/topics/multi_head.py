@@ -17,15 +17,19 @@ import math
 import time
 
 import ipywidgets as W
+import matplotlib
 import numpy as np
 import torch
+from matplotlib.collections import PathCollection
+from matplotlib.textpath import TextPath
+from matplotlib.transforms import Affine2D
 
 from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
 from qalib.topics.multi_head_experiment import (
     HeadsResult, NeighbourPairTask, offset_profile, pruning_effect, run_heads_experiment)
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live
 
 # Vaswani et al. 2017, Table 3 row (A): base model, d_model = 512, dev set newstest2013 (EN-DE).
 VASWANI_TABLE3_A = {"n_heads": [1, 4, 8, 16, 32], "d_k": [512, 128, 64, 32, 16],
@@ -321,20 +325,40 @@ def attention_map(layer: int, head, text: str) -> dict:
             "note": note}
 
 
-def plot_attention_map(fig, r: dict) -> None:
+def plot_attention_map(fig, r: dict) -> Update:
+    """Another layer or head changes only the map, the bars and the titles; a new sentence also changes the
+    word pieces on the map's axes and its size (Change.AXES)."""
     fig.set_layout_engine("none")  # fixed margins: constrained layout would cost as much as the drawing
     ax1, ax2 = fig.add_axes((0.1, 0.22, 0.42, 0.66)), fig.add_axes((0.64, 0.22, 0.33, 0.66))
-    ax1.imshow(r["map"], cmap="viridis", vmin=0, vmax=1)
-    n = len(r["tokens"])
-    small = 8 if n <= 20 else 6
-    ax1.set_xticks(range(n), r["tokens"], rotation=90, fontsize=small)
-    ax1.set_yticks(range(n), r["tokens"], fontsize=small)
-    ax1.set(xlabel="key (attended to)", ylabel="query", title=f"layer {r['layer']}, head {r['head']} (dark 0, yellow 1)")
+    image = ax1.imshow(r["map"], cmap="viridis", vmin=0, vmax=1)
+    ax1.set(xlabel="key (attended to)", ylabel="query")
     ax1.grid(False)  # no colour bar: it doubles the drawing time; the scale is fixed at 0..1 (viridis)
-    ax2.bar(range(5), r["masses"], color="C0")
+    bars = ax2.bar(range(5), np.zeros(5), color="C0")
     ax2.axhline(0.5, ls=":", color="k")
-    ax2.set(xticks=range(5), ylim=(0, 1), ylabel="mean mass per query", title=f"kind: {r['label']}")
+    ax2.set(xticks=range(5), ylim=(0, 1), ylabel="mean mass per query")
     ax2.set_xticklabels(CATEGORIES, rotation=30, fontsize=8)
+    live(image, *bars, ax1.title, ax2.title)
+    labelled: list[str] = []  # the word pieces on the map's axes
+
+    def update(r: dict) -> Change | None:
+        image.set_data(r["map"])
+        for bar, mass in zip(bars, r["masses"]):
+            bar.set_height(mass)
+        ax1.set_title(f"layer {r['layer']}, head {r['head']} (dark 0, yellow 1)")
+        ax2.set_title(f"kind: {r['label']}")
+        if r["tokens"] == labelled:
+            return None
+        labelled[:] = r["tokens"]
+        n = len(labelled)
+        image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))  # one cell per word piece, query 0 at the top
+        ax1.set(xlim=(-0.5, n - 0.5), ylim=(n - 0.5, -0.5))
+        small = 8 if n <= 20 else 6
+        ax1.set_xticks(range(n), labelled, rotation=90, fontsize=small)
+        ax1.set_yticks(range(n), labelled, fontsize=small)
+        return Change.AXES
+
+    update(r)
+    return update
 
 
 def attention_demo() -> Demo:
@@ -369,23 +393,38 @@ def heads_view(res: HeadsResult, n_heads: int, seed: int, remove) -> dict:
             "note": "" if remove == "none" else f"head {remove} zeroed in W_O (Michel et al.'s mask)"}
 
 
-def plot_heads_view(fig, r: dict) -> None:
+def plot_heads_view(fig, r: dict) -> Update:
+    """The trained models' accuracies are static; the star, the chosen model's profile and the left title are live
+    (and the legend, which does not change, so that it stays drawn over the star). The profile has a row for every
+    head of the largest model (grey where the chosen one has fewer), so that every choice keeps the axes."""
     res = r["res"]
     fig.set_layout_engine("none")  # fixed margins: constrained layout would cost as much as the drawing
     ax1, ax2 = fig.add_axes((0.08, 0.15, 0.38, 0.72)), fig.add_axes((0.58, 0.15, 0.32, 0.72))
     x = np.arange(len(res.n_heads))
     ax1.errorbar(x, res.mean(), yerr=[res.mean() - res.accuracy.min(1), res.accuracy.max(1) - res.mean()],
                  fmt="o-", capsize=4, label="trained (mean, min-max)")
-    i = res.n_heads.index(r["n_heads"])
-    ax1.plot([i], [r["pruned_acc"]], "*", ms=14, color="C3",
-             label=f"{r['n_heads']} heads, seed {r['seed']}" + ("" if r["remove"] == "none" else f", head {r['remove']} removed"))
-    ax1.set(xticks=x, xticklabels=res.n_heads, xlabel="heads", ylabel="held-out accuracy", ylim=(0, 1.05),
-            title="Accuracy vs number of heads")
-    ax1.legend(fontsize=8, loc="lower right")
-    ax2.imshow(r["profile"], cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax2.set(xticks=range(5), xticklabels=["-2", "-1", "0", "+1", "+2"], yticks=range(r["n_heads"]),
-            xlabel="key offset (tokens)", ylabel="head", title="Attention mass per offset (dark 0, yellow 1)")
+    (star,) = ax1.plot([0], [0], "*", ms=14, color="C3", label="the chosen model (title)")
+    ax1.set(xticks=x, xticklabels=res.n_heads, xlabel="heads", ylabel="held-out accuracy", ylim=(0, 1.05))
+    legend = ax1.legend(fontsize=8, loc="lower right")
+    most_heads = max(res.n_heads)
+    image = ax2.imshow(np.zeros((most_heads, 5)), cmap=matplotlib.colormaps["viridis"].with_extremes(bad="0.85"),
+                       vmin=0, vmax=1, aspect="auto")
+    ax2.set(xticks=range(5), xticklabels=["-2", "-1", "0", "+1", "+2"], yticks=range(most_heads),
+            xlabel="key offset (tokens)", ylabel="head (grey: none)",
+            title="Attention mass per offset (dark 0, yellow 1)")
     ax2.grid(False)
+    live(star, legend, image, ax1.title)
+
+    def update(r: dict) -> None:
+        star.set_data([res.n_heads.index(r["n_heads"])], [r["pruned_acc"]])
+        profile = np.full((most_heads, 5), np.nan)  # rows past the chosen model's heads stay NaN: drawn grey
+        profile[: r["n_heads"]] = r["profile"]
+        image.set_data(profile)
+        removed = "" if r["remove"] == "none" else f", head {r['remove']} removed"
+        ax1.set_title(f"★ {r['n_heads']} head{'s' * (r['n_heads'] > 1)}, seed {r['seed']}{removed}")
+
+    update(r)
+    return update
 
 
 def heads_demo(result: HeadsResult | None = None) -> Demo:
@@ -407,18 +446,48 @@ def readout_view(m: int, heads: str, left_weight: float) -> dict:
     return r
 
 
-def plot_readout(fig, r: dict) -> None:
+READOUT_VIEW = 1.15  # plot_readout's axes: ±1 (the farthest point) plus room for its label
+
+
+@functools.lru_cache(maxsize=64)
+def _point_label(text: str) -> TextPath:
+    """`text` in 8 pt as a path, in points, 4 pt up and right of the point it labels (as an annotation would be)."""
+    return TextPath((4, 4), text, size=8)
+
+
+def plot_readout(fig, r: dict) -> Update:
+    """Everything that moves is live: the points, their labels and the title. The points are scaled so that the
+    farthest one from their centre is at distance 1: the output of two heads is about 4x larger than one head's
+    mix (its projections are not normalised), and the axes could not be fixed otherwise. The scale is arbitrary
+    anyway; what the figure shows is which pairs coincide."""
     fig.set_layout_engine("none")  # fixed margins: constrained layout would cost as much as the drawing
     ax = fig.add_axes((0.12, 0.14, 0.84, 0.74))
-    xy, m = r["xy"], r["m"]
-    first = np.array([a for a, _ in r["pairs"]])
-    ax.scatter(xy[:, 0], xy[:, 1], c=first, cmap="viridis", vmin=0, vmax=m - 1, s=60, alpha=0.6)
-    if m <= 5:  # labels stay readable up to 25 pairs
-        for (a, b), (x, y) in zip(r["pairs"], xy):
-            ax.annotate(f"{a + 1}{b + 1}", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
-    ax.set(xlabel="first principal direction (a.u.)", ylabel="second principal direction (a.u.)")
-    who = "two heads" if r["left_weight"] is None else f"one head, weights ({r['left_weight']:.2f}, {1 - r['left_weight']:.2f})"
-    ax.set_title(f"Each pair ab = (x[t-1], x[t+1]), colour = a: {who}", fontsize=10)
+    points = ax.scatter([0.0], [0.0], c=[0.0], cmap="viridis", s=60, alpha=0.6)
+    # The labels as one collection of text paths: 25 annotations would take ~150 ms to draw on every change.
+    labels = PathCollection([], offsets=np.zeros((0, 2)), offset_transform=ax.transData,
+                            transform=Affine2D().scale(1 / 72) + fig.dpi_scale_trans,  # points -> pixels
+                            facecolor=matplotlib.rcParams["text.color"], edgecolor="none", zorder=3)
+    ax.add_collection(labels, autolim=False)
+    ax.set(xlim=(-READOUT_VIEW, READOUT_VIEW), ylim=(-READOUT_VIEW, READOUT_VIEW),
+           xlabel="first principal direction (farthest point = 1)", ylabel="second principal direction")
+    live(points, labels, ax.title)
+
+    def update(r: dict) -> None:
+        farthest = np.linalg.norm(r["xy"], axis=1).max()
+        xy = r["xy"] / max(farthest, 1e-12)  # (m^2, 2), centred by pair_readout: within the unit disc (0 if all coincide)
+        m = r["m"]
+        points.set_offsets(xy)
+        points.set_array(np.array([a for a, _ in r["pairs"]], dtype=float))
+        points.set_clim(0, m - 1)
+        labelled = r["pairs"] if m <= 5 else []  # labels stay readable up to 25 pairs
+        labels.set_paths([_point_label(f"{a + 1}{b + 1}") for a, b in labelled])
+        labels.set_offsets(xy[: len(labelled)])
+        w = r["left_weight"]
+        who = "two heads" if w is None else f"one head, weights ({w:.2f}, {1 - w:.2f})"
+        ax.set_title(f"Each pair ab = (x[t-1], x[t+1]), colour = a: {who}", fontsize=10)
+
+    update(r)
+    return update
 
 
 def readout_demo() -> Demo:

@@ -19,11 +19,15 @@ import matplotlib.ticker
 import numpy as np
 import torch
 import torch.nn.functional as F
+from matplotlib.collections import PolyCollection
 
 from qalib.device import one_thread
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live, set_limits
 
 FLOAT_FLOOR = 1e-16  # float64 round-off: a mean-removed ratio below this is "fully collapsed"
+MARKOV_STEPS = 128  # markov_demo's largest t; its distance curve always runs this far, so its axis stays put
+COLLAPSE_DEPTH = 32  # collapse_demo's largest depth: its layer axis always spans 0..32
+COLLAPSE_TOKENS = COLLAPSE_DIM = 32  # collapse_demo's stack: n tokens of width d, hence effective rank <= 32
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,24 +133,36 @@ def matrix_power(p: torch.Tensor, t: int) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 # Rank collapse: measures and a random-weight stack
 # ---------------------------------------------------------------------------------------------
-def collapse_ratio(h: torch.Tensor) -> float:
-    """||h - 1 mean(h)||_F / ||h||_F over the token axis (-2), averaged over any leading batch axes.
-    1 for tokens with mean 0, 0 when every token is the same vector (rank-1 'collapse')."""
+def _token_matrices(h) -> torch.Tensor:
     if not isinstance(h, torch.Tensor) or h.dim() < 2:
         raise ValueError(f"h must be a (..., T, d) tensor, got {getattr(h, 'shape', type(h))}")
-    h = h.double()
+    return h.double()
+
+
+def collapse_ratios(h: torch.Tensor) -> torch.Tensor:
+    """(...): ||h - 1 mean(h)||_F / ||h||_F of each (T, d) matrix, the mean taken over the token axis (-2).
+    1 for tokens with mean 0, 0 when every token is the same vector (rank-1 'collapse')."""
+    h = _token_matrices(h)
     res = (h - h.mean(-2, keepdim=True)).flatten(-2).norm(dim=-1)
-    return float((res / h.flatten(-2).norm(dim=-1).clamp_min(1e-300)).mean())
+    return res / h.flatten(-2).norm(dim=-1).clamp_min(1e-300)
+
+
+def collapse_ratio(h: torch.Tensor) -> float:
+    """collapse_ratios averaged over any leading batch axes."""
+    return float(collapse_ratios(h).mean())
+
+
+def effective_ranks(h: torch.Tensor) -> torch.Tensor:
+    """(...): exp(entropy of the normalised singular values) of each (T, d) matrix (Roy & Vetterli 2007):
+    1 for a rank-1 matrix, min(T, d) for a flat spectrum."""
+    s = torch.linalg.svdvals(_token_matrices(h))
+    p = s / s.sum(-1, keepdim=True).clamp_min(1e-300)
+    return torch.exp(-(torch.special.xlogy(p, p)).sum(-1))
 
 
 def effective_rank(h: torch.Tensor) -> float:
-    """exp(entropy of the normalised singular values) of each (T, d) matrix, averaged over batch axes
-    (Roy & Vetterli 2007): 1 for a rank-1 matrix, min(T, d) for a flat spectrum."""
-    if not isinstance(h, torch.Tensor) or h.dim() < 2:
-        raise ValueError(f"h must be a (..., T, d) tensor, got {getattr(h, 'shape', type(h))}")
-    s = torch.linalg.svdvals(h.double())
-    p = s / s.sum(-1, keepdim=True).clamp_min(1e-300)
-    return float(torch.exp(-(torch.special.xlogy(p, p)).sum(-1)).mean())
+    """effective_ranks averaged over any leading batch axes."""
+    return float(effective_ranks(h).mean())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -172,7 +188,7 @@ def attention_stack(depth: int = 12, residual: bool = False, mlp: bool = False, 
     qk_gain = _float_in("qk_gain", qk_gain, 0.0, 100.0)
     dh = d // n_heads
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(10_000 + seed), dtype=torch.float64)
-    ratios, ranks = [collapse_ratio(x)], [effective_rank(x)]
+    states = [x]
     for layer in range(depth):
         w_q, w_k, w_v, w_o, w_1, w_2 = _layer_weights(seed, layer, d)
         q, k, v = ((x @ w).view(n, n_heads, dh).transpose(0, 1) for w in (w_q * qk_gain, w_k, w_v))  # (H, n, dh)
@@ -186,9 +202,10 @@ def attention_stack(depth: int = 12, residual: bool = False, mlp: bool = False, 
             x = x + f if residual else f
             if layer_norm:
                 x = F.layer_norm(x, (d,))
-        ratios.append(collapse_ratio(x))
-        ranks.append(effective_rank(x))
-    return {"layer": np.arange(depth + 1), "ratio": np.array(ratios), "erank": np.array(ranks)}
+        states.append(x)
+    states = torch.stack(states)  # (depth + 1, n, d): measured in one batched call, 3x quicker than layer by layer
+    return {"layer": np.arange(depth + 1), "ratio": collapse_ratios(states).numpy(),
+            "erank": effective_ranks(states).numpy()}
 
 
 def collapse_sweep(depth: int = 12, seeds=range(3), **variants) -> dict:
@@ -230,6 +247,19 @@ def _sparse_log_ticks(ax) -> None:
     ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
+def _with_margins(last: float) -> tuple[float, float]:
+    """x limits for 0..last with the 5% margins autoscaling would add."""
+    return -last / 20, last * 21 / 20
+
+
+def _seed_bands(variant: dict) -> dict:
+    """{"ratio" | "erank": (centre, lowest, highest) per layer over the seeds}: the collapse ratio's geometric mean
+    (floored at float64 round-off, so that a fully collapsed seed does not give log 0) and the effective rank's mean."""
+    r = np.maximum(variant["ratio"], FLOAT_FLOOR)
+    e = variant["erank"]
+    return {"ratio": (np.exp(np.log(r).mean(0)), r.min(0), r.max(0)), "erank": (e.mean(0), e.min(0), e.max(0))}
+
+
 def plot_markov_powers(fig, p: torch.Tensor, ts=(1, 4, 16, 64)) -> None:
     """P^t as heatmaps for a few t: diffusion over the token graph."""
     axes = fig.subplots(1, len(ts))
@@ -244,12 +274,9 @@ def plot_collapse(fig, sweep: dict, title: str = "") -> None:
     """Collapse ratio (log) and effective rank per layer: mean over seeds, band = min..max."""
     ax1, ax2 = fig.subplots(1, 2)
     for i, (name, v) in enumerate(sweep["variants"].items()):
-        r = np.maximum(v["ratio"], FLOAT_FLOOR)
-        ax1.plot(sweep["layer"], np.exp(np.log(r).mean(0)), "-o", ms=3, color=f"C{i}", label=name)
-        ax1.fill_between(sweep["layer"], r.min(0), r.max(0), color=f"C{i}", alpha=0.2)
-        e = v["erank"]
-        ax2.plot(sweep["layer"], e.mean(0), "-o", ms=3, color=f"C{i}", label=name)
-        ax2.fill_between(sweep["layer"], e.min(0), e.max(0), color=f"C{i}", alpha=0.2)
+        for ax, (centre, lo, hi) in zip((ax1, ax2), _seed_bands(v).values()):
+            ax.plot(sweep["layer"], centre, "-o", ms=3, color=f"C{i}", label=name)
+            ax.fill_between(sweep["layer"], lo, hi, color=f"C{i}", alpha=0.2)
     ax1.axhline(FLOAT_FLOOR, color="0.5", ls=":", lw=1)
     ax1.set(yscale="log", ylim=(FLOAT_FLOOR / 3, 2), xlabel="layer", ylabel="||X - 1 mean|| / ||X||  (log)",
             title=title or f"Rank collapse ({len(sweep['seeds'])} seeds, band = min..max)")
@@ -266,7 +293,7 @@ def markov_demo_compute(temperature: float = 1.0, t: int = 8, kernel: str = "Q =
     tied = kernel.startswith("Q = K")
     x = sphere_tokens(24, 16, 3, 0.6, seed=0)
     p = transition_matrix(x, temperature, tied=tied)
-    summary = markov_summary(p, t_max=max(64, t))
+    summary = markov_summary(p, t_max=max(MARKOV_STEPS, t))
     pt = matrix_power(p, t)
     note = ""
     if summary["lam2"] > 1 - 1e-6:
@@ -278,31 +305,61 @@ def markov_demo_compute(temperature: float = 1.0, t: int = 8, kernel: str = "Q =
             **summary, "note": note}
 
 
-def plot_markov_demo(fig, r) -> None:
+# plot_markov_demo's legends are static, so the live curves would be drawn over them: they sit in room left above
+# the largest value the axes can show (probabilities: 35% more; distances, at most 1: 5 more decades)
+LEGEND_ROOM = 1.35
+
+
+def plot_markov_demo(fig, r) -> Update:
+    """Fixed axes but one coarse step (Change.AXES): the probability axis shows 0..0.2 while every probability shown
+    is <= 0.2 (from a few steps on, at all but low temperatures), else 0..1. The steps axis spans the slider's range
+    (the summary always runs that far). The bars are one collection of rectangles: 24 bar patches take ~20 ms to
+    draw one by one."""
     ax1, ax2, ax3 = fig.subplots(1, 3)
     n = len(r["pi"])
-    ticks = np.arange(0, n, 8)
-    ax1.imshow(r["pt"], cmap="viridis", vmin=0)  # no colour bar: the middle panel gives the numbers
-    ax1.set(title=f"P^{r['t_now']}, τ = {r['temperature']:.3g} (bright = likely)", xlabel="to token j",
-            ylabel="from token i", xticks=ticks, yticks=ticks)
+    tokens, ticks = np.arange(n), np.arange(0, n, 8)
+    # no colour bar: the middle panel gives the numbers; the colours span 0..max of P^t (set in update)
+    image = ax1.imshow(np.zeros((n, n)), cmap="viridis", vmin=0, vmax=1)
+    ax1.set(xlabel="to token j", ylabel="from token i", xticks=ticks, yticks=ticks)
     ax1.grid(False)
-    ax2.bar(np.arange(n), r["pi"], color="0.7", label="stationary π")
-    ax2.plot(np.arange(n), r["row0"], "o-", ms=3, color="C0", label=f"row 0 of P^{r['t_now']}")
-    ax2.set(title="Walker from token 0 vs π", xlabel="token j", ylabel="probability", xticks=ticks)
-    ax2.legend(fontsize=7)
-    ax3.semilogy(r["t"], np.maximum(r["tv"], 1e-17), color="C1", label="max_i TV(P^t[i], π)")
-    ax3.semilogy(r["t"], np.maximum(r["lam2"] ** r["t"].astype(float), 1e-17), "--", color="0.4",
-                 label=f"|λ2|^t, |λ2| = {r['lam2']:.3f}")
-    ax3.axvline(r["t_now"], color="C0", lw=1)
-    ax3.set(title="Distance to stationarity", xlabel="steps t", ylabel="total variation (log)", ylim=(1e-17, 2))
-    _sparse_log_ticks(ax3)
-    ax3.legend(fontsize=7)
+    (walker,) = ax2.plot(tokens, np.zeros(n), "o-", ms=3, color="C0", label="row 0 of P^t")
+    bars = PolyCollection([], facecolor="0.7", edgecolor="none", label="stationary π")  # bars of width 0.8
+    ax2.add_collection(bars, autolim=False)
+    ax2.set(title="Walker from token 0 vs π", xlabel="token j", ylabel="probability", xticks=ticks, xlim=(-1, n))
+    (tv,) = ax3.semilogy([], [], color="C1", label="max_i TV(P^t[i], π)")
+    (rate,) = ax3.semilogy([], [], "--", color="0.4", label="|λ2|^t")
+    (now,) = ax3.plot([0, 0], [1e-17, 1], color="C0", lw=1)  # the current t, up to 1: not across the legend
+    ax3.set(xlabel="steps t", ylabel="total variation (log)", xlim=_with_margins(MARKOV_STEPS), ylim=(1e-17, 1e5))
+    _sparse_log_ticks(ax3)  # the ticks stop at 1: above is the legend's room
+    for ax in (ax2, ax3):
+        ax.legend(fontsize=7, loc="upper right")
+    live(image, bars, walker, tv, rate, now, ax1.title, ax3.title)
+
+    def update(r) -> Change | None:
+        image.set_data(r["pt"])
+        image.set_clim(0, r["pt"].max())
+        ax1.set_title(f"P^{r['t_now']}, τ = {r['temperature']:.3g} (bright = likely)")
+        corners = np.stack([np.broadcast_to(tokens[:, None] + [-0.4, -0.4, 0.4, 0.4], (n, 4)),
+                            r["pi"][:, None] * [0, 1, 1, 0]], axis=-1)  # (n, 4, 2): each bar's outline
+        bars.set_verts(corners)
+        walker.set_ydata(r["row0"])
+        steps = r["t"].astype(float)
+        tv.set_data(steps, np.maximum(r["tv"], 1e-17))
+        rate.set_data(steps, np.maximum(r["lam2"] ** steps, 1e-17))
+        now.set_xdata([r["t_now"], r["t_now"]])
+        ax3.set_title(f"Distance to π, |λ2| = {r['lam2']:.3f}")
+        top = 0.2 if max(r["pi"].max(), r["row0"].max()) <= 0.2 else 1.0
+        ax2.set_yticks(np.linspace(0, top, 5))  # no tick above the largest probability: above is the legend's room
+        return set_limits(ax2, ylim=(0, LEGEND_ROOM * top))
+
+    update(r)
+    return update
 
 
 def markov_demo() -> Demo:
     controls = {
         "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1.3, max=1.3, step=0.05, description="temperature τ"),
-        "t": W.IntSlider(value=8, min=0, max=128, description="steps t"),
+        "t": W.IntSlider(value=8, min=0, max=MARKOV_STEPS, description="steps t"),
         "kernel": W.Dropdown(options=["Q = K = X (symmetric)", "W_q ≠ W_k (random heads)"], description="scores"),
     }
     return Demo(markov_demo_compute, plot_markov_demo, controls, title="P = softmax(q·k / (τ√d)) as a random walk",
@@ -315,7 +372,7 @@ def markov_demo() -> Demo:
 def collapse_demo_compute(depth: int = 12, residual: bool = False, mlp: bool = False, layer_norm: bool = False,
                           qk_gain: float = 1.0) -> dict:
     sweep = collapse_sweep(depth, seeds=range(3), current=dict(residual=residual, mlp=mlp, layer_norm=layer_norm,
-                                                                n=32, d=32, qk_gain=qk_gain))
+                                                                n=COLLAPSE_TOKENS, d=COLLAPSE_DIM, qk_gain=qk_gain))
     v = sweep["variants"].pop("current")
     name = " + ".join(["attention"] + [s for s, on in (("MLP", mlp), ("LayerNorm", layer_norm)) if on])
     name += ", residual" if residual else ", no residual"
@@ -325,20 +382,46 @@ def collapse_demo_compute(depth: int = 12, residual: bool = False, mlp: bool = F
     return {**sweep, "last_ratio": last, "note": note}
 
 
-def plot_collapse_demo(fig, r) -> None:
-    plot_collapse(fig, r, title="Collapse per layer (random weights, n = 32, d = 32, 3 seeds)")
+def plot_collapse_demo(fig, r) -> Update:
+    """plot_collapse for the demo's one variant, updated in place on fixed axes: the layers span the depth slider's
+    range, the rank 0..min(n, d). The variant's name is the left title (a legend would be static)."""
+    ax1, ax2 = fig.subplots(1, 2)
+    curves = {}
+    for ax, key in ((ax1, "ratio"), (ax2, "erank")):
+        (line,) = ax.plot([], [], "-o", ms=3, color="C0")
+        curves[key] = line, ax.fill_between([0, 1], [0, 0], [0, 0], color="C0", alpha=0.2)
+        live(*curves[key])
+        ax.set_xlim(_with_margins(COLLAPSE_DEPTH))
+    ax1.axhline(FLOAT_FLOOR, color="0.5", ls=":", lw=1)
+    ax1.set(yscale="log", ylim=(FLOAT_FLOOR / 3, 2), xlabel="layer", ylabel="||X - 1 mean|| / ||X||  (log)")
+    _sparse_log_ticks(ax1)
+    ax2.set(xlabel="layer", ylabel="effective rank of X", ylim=(0, min(COLLAPSE_TOKENS, COLLAPSE_DIM)),
+            title="Effective rank (exp entropy of SVs)")
+    live(ax1.title)
+
+    def update(r) -> None:
+        ((name, variant),) = r["variants"].items()
+        for key, (centre, lo, hi) in _seed_bands(variant).items():
+            line, band = curves[key]
+            line.set_data(r["layer"], centre)
+            band.set_data(r["layer"], lo, hi)
+        ax1.set_title(name)
+
+    update(r)
+    return update
 
 
 def collapse_demo() -> Demo:
     controls = {
-        "depth": W.IntSlider(value=12, min=1, max=32, description="layers"),
+        "depth": W.IntSlider(value=12, min=1, max=COLLAPSE_DEPTH, description="layers"),
         "residual": W.Checkbox(value=False, description="residual"),
         "mlp": W.Checkbox(value=False, description="MLP"),
         "layer_norm": W.Checkbox(value=False, description="LayerNorm"),
         "qk_gain": W.FloatSlider(value=1.0, min=0.0, max=4.0, step=0.25, description="W_q gain"),
     }
-    return Demo(collapse_demo_compute, plot_collapse_demo, controls, title="Stacked attention: depth, residual, MLP",
-                figsize=(9, 3.3))
+    title = (f"Stacked attention, random weights (n = {COLLAPSE_TOKENS}, d = {COLLAPSE_DIM}, 3 seeds, band = min..max):"
+             " depth, residual, MLP")
+    return Demo(collapse_demo_compute, plot_collapse_demo, controls, title=title, figsize=(9, 3.3))
 
 
 DEMOS = [markov_demo, collapse_demo]
