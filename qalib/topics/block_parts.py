@@ -32,7 +32,7 @@ from qalib.train import layer_grad_norms
 from qalib.device import one_thread
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live
 
 MASKS = ("none", "causal", "padding", "causal + padding")
 
@@ -83,10 +83,22 @@ def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer"
 
 
 def _band(ax, x, rows, label, log=False):
-    """Mean over seeds (rows) with a min-max band; log=True draws log10 of the values (label with _log_ticks)."""
-    rows = np.log10(rows) if log else rows
-    line, = ax.plot(x, rows.mean(0), marker="o", ms=3, label=label)
-    ax.fill_between(x, rows.min(0), rows.max(0), color=line.get_color(), alpha=0.25, lw=0)
+    """Mean over seeds (rows) with a min-max band; log=True draws log10 of the values (label with _log_ticks).
+    Returns the line, the band and move(x, rows), which puts both on other data in place."""
+    def stats(rows):
+        rows = np.log10(rows) if log else rows
+        return rows.mean(0), rows.min(0), rows.max(0)
+
+    mean, lo, hi = stats(rows)
+    line, = ax.plot(x, mean, marker="o", ms=3, label=label)
+    band = ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.25, lw=0)
+
+    def move(x, rows) -> None:
+        mean, lo, hi = stats(rows)
+        line.set_data(x, mean)
+        band.set_data(x, lo, hi)
+
+    return line, band, move
 
 
 def _log_ticks(ax, which: str, values) -> None:
@@ -99,18 +111,24 @@ def _log_ticks(ax, which: str, values) -> None:
     (ax.set_xticks if which == "x" else ax.set_yticks)(ticks, labels)
 
 
-def plot_init_gradients(fig, results: dict) -> None:
-    """results: {label: init_gradients(...)}. Gradient size and its token-specific share against depth."""
-    ax1, ax2 = fig.subplots(1, 2)
-    floor = 1e-30  # a gradient that underflowed to 0 is drawn at the floor of the log axis
-    for label, r in results.items():
-        _band(ax1, np.arange(r["n_layers"] + 1), np.maximum(r["act"], floor), label, log=True)
-        _band(ax2, np.arange(r["n_layers"] + 1), r["share"], label)
-    _log_ticks(ax1, "y", np.log10(np.concatenate([np.maximum(r["act"], floor).ravel() for r in results.values()])))
+GRAD_FLOOR = 1e-30  # a gradient that underflowed to 0 is drawn at the floor of the log axis
+
+
+def _label_gradient_axes(ax1, ax2) -> None:
     ax1.set(title="gradient reaching each depth (min-max over seeds)", xlabel="depth (0 = embeddings output)",
             ylabel="||dLoss/dh||  (log)")
     ax2.set(title="token-specific part of that gradient", xlabel="depth (0 = embeddings output)",
             ylabel="||g - mean over positions|| / ||g||", ylim=(-0.05, 1.05))
+
+
+def plot_init_gradients(fig, results: dict) -> None:
+    """results: {label: init_gradients(...)}. Gradient size and its token-specific share against depth."""
+    ax1, ax2 = fig.subplots(1, 2)
+    for label, r in results.items():
+        _band(ax1, np.arange(r["n_layers"] + 1), np.maximum(r["act"], GRAD_FLOOR), label, log=True)
+        _band(ax2, np.arange(r["n_layers"] + 1), r["share"], label)
+    _log_ticks(ax1, "y", np.log10(np.concatenate([np.maximum(r["act"], GRAD_FLOOR).ravel() for r in results.values()])))
+    _label_gradient_axes(ax1, ax2)
     ax2.legend(fontsize=8)
 
 
@@ -242,21 +260,37 @@ def leak_map(mask: str = "causal", position: int = 5, n_pad: int = 0, seq_len: i
     return result
 
 
-def plot_leak_map(fig, res: dict) -> None:
+def plot_leak_map(fig, res: dict) -> Update:
+    """A fixed colour scale and one cell per (depth, position): changing the mask, the position or the padding
+    redraws only the image, the dashed line, the pad labels and the title (another shape: a new figure)."""
     ax = fig.subplots()
     floor = -9.0
-    shown = np.log10(np.maximum(res["diff"], 10 ** floor))
-    im = ax.imshow(shown, cmap="viridis", vmin=floor, vmax=1, aspect="auto", interpolation="nearest")
+    depth, t = res["diff"].shape
+    im = ax.imshow(np.full((depth, t), floor), cmap="viridis", vmin=floor, vmax=1, aspect="auto",
+                   interpolation="nearest")
     fig.colorbar(im, ax=ax, label="log10 max |change|  (-9 = unchanged)")
-    t = res["diff"].shape[1]
-    ax.axvline(res["position"], color="white", ls="--", lw=1.5)
-    for j in np.flatnonzero(~res["real"]):
-        ax.text(j, res["diff"].shape[0] - 0.5, "pad", ha="center", va="bottom", color="#b35806", fontsize=8)
-    ax.set_yticks(range(res["diff"].shape[0]), ["embeddings"] + [f"layer {i}" for i in range(res["diff"].shape[0] - 1)])
+    changed = ax.axvline(res["position"], color="white", ls="--", lw=1.5)
+    # "pad" as a text marker near the bottom of each padded column: one line's markers, however many pads
+    pads, = ax.plot([], [], ls="none", marker=r"$\mathregular{pad}$", ms=13.4, color="#b35806", mew=0)
+    ax.set_yticks(range(depth), ["embeddings"] + [f"layer {i}" for i in range(depth - 1)])
     ax.set_xticks(range(t))
-    ax.set(xlabel="position (dashed: the token that was changed)", ylabel="hidden state",
-           title=f"mask = {res['mask']}: {res['earlier_changed']} earlier outputs changed, "
-                 f"{res['unmasked_changed']} other real outputs changed")
+    ax.set(xlabel="position (dashed: the token that was changed)", ylabel="hidden state")
+    ax.grid(False)  # grid lines would cut through the cells (and the live image hides them in the demo anyway)
+    live(im, changed, pads, ax.title)
+
+    def update(res) -> Change | None:
+        if res["diff"].shape != (depth, t):
+            return Change.FIGURE  # another length or depth: other ticks
+        im.set_data(np.log10(np.maximum(res["diff"], 10 ** floor)))
+        changed.set_xdata([res["position"]] * 2)
+        padded = np.flatnonzero(~res["real"])
+        pads.set_data(padded, np.full(len(padded), depth - 0.62))
+        ax.set_title(f"mask = {res['mask']}: {res['earlier_changed']} earlier outputs changed, "
+                     f"{res['unmasked_changed']} other real outputs changed")
+        return None
+
+    update(res)
+    return update
 
 
 # -- 4. cost: full attention vs Linformer ------------------------------------------------------
@@ -391,19 +425,44 @@ def cost_view(T: int = 512, k: int = 64) -> dict:
     return out
 
 
-def plot_cost_view(fig, r: dict) -> None:
+# log10 of the time axis, 0.01 ms to 1 s: one head at T <= 1024 on a CPU lies well inside (a time outside would be
+# drawn at the end of the axis; the title gives the measured numbers)
+MS_VIEW = (-2.0, 3.0)
+
+
+def plot_cost_view(fig, r: dict) -> Update:
+    """Fixed axes: the memory panel spans cost_view's whole grid, and for 16 <= k <= 4096 Linformer's 12 T k lies
+    between the smallest and largest 12 T^2; the times share one log axis. Changing T or k redraws only the
+    Linformer curve, the T mark, the two bars and the titles."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
-    lg, full, lin = np.log10(r["grid"]), np.log10(r["mb_full"]), np.log10(r["mb_lin"])
+    lg, full = np.log10(r["grid"]), np.log10(r["mb_full"])
     ax1.plot(lg, full, label="full: 12 T^2 x 4 bytes")
-    ax1.plot(lg, lin, label=f"Linformer: 12 T k x 4 bytes, k={r['k']}")
-    ax1.axvline(math.log10(r["T"]), color="grey", ls="--", lw=1)
+    lin, = ax1.plot(lg, np.log10(r["mb_lin"]), label="Linformer: 12 T k x 4 bytes")
+    mark = ax1.axvline(math.log10(r["T"]), color="grey", ls="--", lw=1)
     ax1.set_xticks(np.log10([16, 64, 256, 1024, 4096]), ["16", "64", "256", "1024", "4096"])
-    _log_ticks(ax1, "y", np.concatenate([full, lin]))
-    ax1.set(title=f"scores per layer, BERT-base heads: {12 * r['T'] ** 2 * 4 / 1e6:.3g} MB at T={r['T']}",
+    _log_ticks(ax1, "y", full)
+    margin, y_margin = 0.05 * (lg[-1] - lg[0]), 0.05 * (full[-1] - full[0])
+    ax1.set(xlim=(lg[0] - margin, lg[-1] + margin), ylim=(full[0] - y_margin, full[-1] + y_margin),
             xlabel="sequence length T (log scale)", ylabel="MB (log scale)")
-    ax1.legend(fontsize=8)
-    ax2.bar(["full", "Linformer"], [r["ms_full"], r["ms_lin"]], color=["#2166ac", "#b35806"])
-    ax2.set(title=f"measured, 1 head, T={r['T']}", ylabel="wall time (ms, one run)")
+    ax1.legend(fontsize=8, loc="upper left")
+    # bars of log10(ms) standing on the bottom of the axis (0.01 ms)
+    bars = ax2.bar(["full", "Linformer"], [0, 0], bottom=MS_VIEW[0], color=["#2166ac", "#b35806"])
+    _log_ticks(ax2, "y", MS_VIEW)
+    ax2.set(ylim=MS_VIEW, ylabel="wall time (ms, one run; log scale)")
+    live(lin, mark, *bars, ax1.title, ax2.title)
+
+    def update(r) -> None:
+        lin.set_ydata(np.log10(r["mb_lin"]))
+        mark.set_xdata([math.log10(r["T"])] * 2)
+        for bar, ms in zip(bars, (r["ms_full"], r["ms_lin"])):
+            bar.set_height(np.clip(math.log10(ms), *MS_VIEW) - MS_VIEW[0])
+        mb_full, mb_lin = 12 * r["T"] ** 2 * 4 / 1e6, 12 * r["T"] * r["k"] * 4 / 1e6
+        ax1.set_title(f"scores per layer, BERT-base heads, at T={r['T']}:\n"
+                      f"full {mb_full:.3g} MB, Linformer (k={r['k']}) {mb_lin:.3g} MB")
+        ax2.set_title(f"measured, 1 head, T={r['T']}:\nfull {r['ms_full']:.2g} ms, Linformer {r['ms_lin']:.2g} ms")
+
+    update(r)
+    return update
 
 
 def cost_demo() -> Demo:
@@ -420,16 +479,50 @@ def mask_demo() -> Demo:
     return Demo(leak_map, plot_leak_map, controls, title="Change one token: which outputs move?", figsize=(9, 3.4))
 
 
+RESIDUAL_DEMO_LAYERS = 12
+# log10 of the gradient axis in the residual demo: from the underflow floor to above the largest gradient any of its
+# settings produces (about 1e3, at the top of a stack without residuals or norm)
+GRAD_VIEW = (math.log10(GRAD_FLOOR) - 1.5, 4.5)
+
+
 def residual_view(n_layers: int = 8, residual: bool = True, norm: str = "layer") -> dict:
     label = f"{'with' if residual else 'without'} residual, norm={norm}"
     return {label: init_gradients(n_layers, residual, norm, seeds=(0, 1, 2), batch_size=4, seq_len=8)}
 
 
+def plot_residual_view(fig, results: dict) -> Update:
+    """plot_init_gradients for the demo's one setting, on fixed axes (every depth the demo allows, gradients from
+    the underflow floor to above 1e4), so that any change redraws only the two bands and the setting's label."""
+    ax1, ax2 = fig.subplots(1, 2)
+    (label, r), = results.items()
+    depths = np.arange(r["n_layers"] + 1)
+    *grad, move_grad = _band(ax1, depths, np.maximum(r["act"], GRAD_FLOOR), label, log=True)
+    *share, move_share = _band(ax2, depths, r["share"], label)
+    setting = ax1.text(0.97, 0.05, label, transform=ax1.transAxes, ha="right", va="bottom", fontsize=8,
+                       bbox={"fc": "white", "ec": "0.8"})  # bottom right: the bands rise from bottom left
+    _log_ticks(ax1, "y", [math.log10(GRAD_FLOOR), 0])
+    _label_gradient_axes(ax1, ax2)
+    for ax in (ax1, ax2):
+        ax.set(xlim=(-0.5, RESIDUAL_DEMO_LAYERS + 0.5), xticks=range(0, RESIDUAL_DEMO_LAYERS + 1, 2))
+    ax1.set_ylim(GRAD_VIEW)
+    live(*grad, *share, setting)
+
+    def update(results) -> None:
+        (label, r), = results.items()
+        depths = np.arange(r["n_layers"] + 1)
+        move_grad(depths, np.maximum(r["act"], GRAD_FLOOR))
+        move_share(depths, r["share"])
+        setting.set_text(label)
+
+    update(results)
+    return update
+
+
 def residual_demo() -> Demo:
-    controls = {"n_layers": W.IntSlider(value=8, min=1, max=12, description="layers"),
+    controls = {"n_layers": W.IntSlider(value=8, min=1, max=RESIDUAL_DEMO_LAYERS, description="layers"),
                 "residual": W.Checkbox(value=False, description="residual connections"),
                 "norm": W.Dropdown(options=["layer", "none"], value="layer", description="norm")}
-    return Demo(residual_view, plot_init_gradients, controls, title="Gradients at initialisation, 3 seeds",
+    return Demo(residual_view, plot_residual_view, controls, title="Gradients at initialisation, 3 seeds",
                 figsize=(9, 3.4))
 
 

@@ -18,12 +18,19 @@ import functools
 import math
 
 import ipywidgets as W
+import matplotlib as mpl
 import numpy as np
 import torch
+from matplotlib.collections import PathCollection
+from matplotlib.font_manager import FontProperties
+from matplotlib.patches import BoxStyle
+from matplotlib.path import Path
+from matplotlib.textpath import TextPath, text_to_path
+from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live, most, nice_ceiling, set_limits
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
 BERT_TABLE8 = {  # Devlin et al. 2019, appendix C.2, Table 8: masking rates MASK/SAME/RND
@@ -223,32 +230,84 @@ def _drawable(piece: str) -> str:
 _KIND_COLOURS = {"mask": "#fdb863", "random": "#b2abd2", "keep": "#a6dba0", "-": "#f7f7f7"}
 
 
-def plot_masked_sentence(fig, r) -> None:
-    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
-    ax1.set_axis_off()
-    ax1.set_title(f"one draw ({r['n_maskable']} maskable word pieces)", fontsize=10)
+_LABEL_SIZE = 8  # points
+
+
+def _piece_boxes(r):
+    """(x, y, label, kind) of each word piece's box (top left, in axes fractions: left to right, wrapped into
+    rows), then of the colour key along the bottom."""
     x, y, per_line = 0.0, 0.92, 0.98
     for orig, shown, kind in zip(r["tokens"], r["shown"], r["kind"]):
         orig, shown = _drawable(orig), _drawable(shown)
         w = 0.018 * max(len(orig), len(shown)) + 0.03
         if x + w > per_line:
             x, y = 0.0, y - 0.2
-        label = shown if kind in ("-", "keep") else f"{shown}\n({orig})"
-        ax1.text(x, y, label, fontsize=8, va="top", family="monospace", transform=ax1.transAxes,
-                 bbox={"boxstyle": "round,pad=0.2", "fc": _KIND_COLOURS[kind], "ec": "0.6"})
+        yield x, y, shown if kind in ("-", "keep") else f"{shown}\n({orig})", kind
         x += w
-    shares = r["rates"]
-    for i, (k, c) in enumerate(((f"[MASK] ({shares['mask']:.0%})", "mask"), (f"random ({shares['random']:.0%})", "random"),
-                                (f"kept, predicted ({shares['keep']:.0%})", "keep"))):
-        ax1.text(0.34 * i, 0.02, k, fontsize=8, transform=ax1.transAxes, bbox={"fc": _KIND_COLOURS[c], "ec": "0.6"})
+    for i, (kind, name) in enumerate(zip(KINDS, ("[MASK]", "random", "kept, predicted"))):
+        yield 0.34 * i, 0.1, f"{name} ({r['rates'][kind]:.0%})", kind
+
+
+@functools.lru_cache(maxsize=2048)
+def _label_paths(label: str) -> tuple[Path, Path]:
+    """A monospace label as glyph outlines, in points from its top left corner, and the round box around it.
+    A word piece drawn this way costs microseconds in a PathCollection; a Text with a bbox costs milliseconds
+    (glyphs are rasterised one by one), and the demo redraws every piece on every change."""
+    font = FontProperties(family="monospace", size=_LABEL_SIZE)
+    # line spacing, first baseline and height of a line as a Text with this font lays them out (within ~0.5 pt)
+    step, ascent, line_height = 1.3 * _LABEL_SIZE, 0.9 * _LABEL_SIZE, 1.15 * _LABEL_SIZE
+    lines = label.split("\n")
+    glyphs = Path.make_compound_path(*(TextPath((0, -ascent - i * step), line, prop=font)
+                                       for i, line in enumerate(lines)))
+    width = max(text_to_path.get_text_width_height_descent(line, font, ismath=False)[0] for line in lines)  # advance
+    height = (len(lines) - 1) * step + line_height
+    return glyphs, BoxStyle.Round(pad=0.2 * _LABEL_SIZE)(0, -height, width, height, 1.0)
+
+
+def plot_masked_sentence(fig, r) -> Update:
+    """One box per word piece and one bar per share: another draw (a probability or the seed) relabels and moves
+    the boxes and changes the bars. The share axis reaches twice mlm_prob (at most 1) in 1-2-5 steps, so it moves
+    only when mlm_prob crosses a step (or a draw lies far above it). Another sentence: a new figure."""
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
+    ax1.set_axis_off()
+    ax1.set_title(f"one draw ({r['n_maskable']} maskable word pieces)", fontsize=10)
+    # every box and every label in two collections: paths in points (scaled to pixels at draw time), placed at
+    # offsets in axes fractions; not clipped, as a Text would not be
+    points = Affine2D().scale(1 / 72) + fig.dpi_scale_trans
+    on_axes = {"offset_transform": ax1.transAxes, "transform": points, "clip_on": False}
+    boxes = ax1.add_collection(PathCollection([], edgecolors="0.6", linewidths=1.0, **on_axes), autolim=False)
+    labels = ax1.add_collection(PathCollection([], facecolors=mpl.rcParams["text.color"], linewidths=0, **on_axes),
+                                autolim=False)
     kinds = [*KINDS, "predicted"]
     xs = np.arange(len(kinds))
-    for j, (key, lab) in enumerate((("expected", "expected"), ("redraw_fraction", f"{r['n_redraws']} redraws"),
-                                    ("sentence_fraction", "this draw"))):
-        ax2.bar(xs + (j - 1) * 0.27, [r[key][k] for k in kinds], width=0.27, label=lab, color=f"C{j}")
+    series = (("expected", "expected"), ("redraw_fraction", f"{r['n_redraws']} redraws"),
+              ("sentence_fraction", "this draw"))
+    groups = {key: ax2.bar(xs + (j - 1) * 0.27, np.zeros(len(kinds)), width=0.27, label=lab, color=f"C{j}")
+              for j, (key, lab) in enumerate(series)}
     ax2.set_xticks(xs, ["[MASK]", "random", "kept", "predicted"])
     ax2.set(ylabel="share of maskable tokens", title="outcome shares")
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: no bar can run into it
+    live(boxes, labels, *(bar for bars in groups.values() for bar in bars))
+    drawn = (r["tokens"], r["n_redraws"])
+
+    def update(r) -> Change | None:
+        if (r["tokens"], r["n_redraws"]) != drawn:
+            return Change.FIGURE  # another sentence: other boxes and title
+        lefts, tops, texts, kinds_shown = zip(*_piece_boxes(r))
+        glyphs, frames = zip(*map(_label_paths, texts))
+        for collection, paths in ((labels, glyphs), (boxes, frames)):
+            collection.set_paths(paths)
+            collection.set_offsets(np.column_stack([lefts, tops]))  # (n_pieces + 3, 2)
+        boxes.set_facecolor([_KIND_COLOURS[kind] for kind in kinds_shown])
+        for key, bars in groups.items():
+            for bar, kind in zip(bars, kinds):
+                bar.set_height(r[key][kind])
+        # room for a draw well above the expected share (at most 1, a share)
+        highest = max(2 * r["expected"]["predicted"], *(r[key]["predicted"] for key in groups))
+        return set_limits(ax2, ylim=(0, min(1.0, nice_ceiling(highest))))
+
+    update(r)
+    return update
 
 
 def masking_demo() -> Demo:
@@ -357,18 +416,42 @@ def segment_view(text_a: str = "The cat sat on the mat.", text_b: str = "It was 
     return r
 
 
-def plot_segment_effect(fig, r) -> None:
+SEGMENT_VIEW = 0.3  # the relative changes of typical pairs stay below this at every layer, in every mode
+
+
+def plot_segment_effect(fig, r) -> Update:
+    """One bar per word piece, one point per layer: another mode or layer recolours and resizes the bars and
+    moves the two lines. Both panels share a y axis up to SEGMENT_VIEW, or for a pair that moves more, up to the
+    1-2-5 step above its largest change at any layer: moving the layer never rescales. Another pair: a new figure."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
     x = np.arange(len(r["tokens"]))
-    colours = np.where(r["changed"], "C1", "C0")
-    ax1.bar(x, r["rel_change"][r["layer"]], color=colours)
+    bars = ax1.bar(x, np.zeros(len(x)))
     ax1.set_xticks(x, r["tokens"], rotation=70, fontsize=7)
-    ax1.set(ylabel="||h' - h|| / ||h||", title=f"layer {r['layer']} ('{r['mode']}'; orange: segment id changed)")
+    ax1.set(ylabel="||h' - h|| / ||h||")
+    ax1.set_title("orange: segment id changed", loc="right", fontsize=8, fontweight="normal")  # static, beside the live one
     layers = np.arange(len(r["mean_changed"]))
-    ax2.plot(layers, r["mean_changed"], "o-", color="C1", label="tokens whose id changed")
-    ax2.plot(layers, r["mean_unchanged"], "s-", color="C0", label="tokens whose id did not")
+    changed_mean, = ax2.plot(layers, r["mean_changed"], "o-", color="C1", label="tokens whose id changed")
+    unchanged_mean, = ax2.plot(layers, r["mean_unchanged"], "s-", color="C0", label="tokens whose id did not")
     ax2.set(xlabel="layer (0 = embedding output)", ylabel="mean relative change", title="through the layers")
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=7, loc="upper right")
+    live(*bars, changed_mean, unchanged_mean, ax1.title)
+    tokens = r["tokens"]
+
+    def update(r) -> Change | None:
+        if r["tokens"] != tokens:
+            return Change.FIGURE  # another pair: other bars and tick labels
+        for bar, height, changed in zip(bars, r["rel_change"][r["layer"]], r["changed"]):
+            bar.set_height(height)
+            bar.set_color("C1" if changed else "C0")
+        changed_mean.set_ydata(r["mean_changed"])
+        unchanged_mean.set_ydata(r["mean_unchanged"])
+        ax1.set_title(f"layer {r['layer']} ('{r['mode']}')")
+        largest = r["rel_change"].max()
+        ylim = (0, SEGMENT_VIEW if largest <= SEGMENT_VIEW else nice_ceiling(largest))
+        return most(set_limits(ax1, ylim=ylim), set_limits(ax2, ylim=ylim))
+
+    update(r)
+    return update
 
 
 def segment_demo() -> Demo:
