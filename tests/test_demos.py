@@ -3,6 +3,7 @@ no exception, nothing non-finite drawn, a readable message where a value makes n
 
 import random
 
+import ipywidgets as W
 import pytest
 
 from qalib.topics import demo_factories
@@ -71,7 +72,8 @@ def test_updating_in_place_draws_what_a_fresh_plot_draws(stem, factory):
         pytest.skip("this demo plots afresh on every change")
     for name, control in demo.controls.items():
         start = control.value
-        for value in [v for v in sweep_values(control, 3) if v != start][:2] + [start]:
+        others = [start + " Then it rained."] if isinstance(control, W.Text) else sweep_values(control, 3)  # another sentence
+        for value in [v for v in others if v != start][:2] + [start]:
             control.value = value
             if demo.error is None:
                 assert demo.image.value == _fresh_png(demo), f"{factory.__name__}: {name}={value!r} drew a stale figure"
