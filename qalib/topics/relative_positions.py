@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
-from qalib.widgets import Change, Demo, Update, live, most, power_of_two_window, set_limits
+from qalib.widgets import Change, Demo, Update, live, most, set_limits
 
 METHODS = ("shaw", "relative_key_query", "t5", "rotary", "alibi")
 LABELS = {"shaw": "Shaw et al. (q.a)", "relative_key_query": "Huang m4 (q.a + k.a)", "t5": "T5 buckets",
@@ -130,49 +130,44 @@ def _live_numbers(ax, static_title: str):
     return live(ax.set_title("", loc="right", fontsize="small", fontweight="normal"))[0]
 
 
+BIAS_MAX_T = 64  # bias_demo's longest sequence
+
+
 def plot_bias(fig, r: dict) -> Update:
-    """Each map is coloured relative to its largest value (printed above its colour bar), as a colour scale fitted
-    to the data would colour it, so the colour bars never change; positions run to the next power of two of T
-    (grey beyond); the middle row's bias axis covers every method. So nearly every change redraws only the maps,
-    the row, the clip lines, the method's name and the two maxima."""
+    """Fixed axes, so that every change redraws only the maps, the row, the clip lines and the numbers: each T x T
+    map is stretched over its whole panel (query 0 at the top, key 0 at the left) and coloured relative to its
+    largest value (printed above its colour bar), as a colour scale fitted to the data would colour it; the
+    middle row's offset axis spans the longest T on the slider, its bias axis every method."""
     axes = fig.subplots(1, 3)
-    bias = axes[0].imshow(np.zeros((1, 1)), cmap="RdBu_r", vmin=-1, vmax=1)
-    axes[0].set(xlabel="key position j (grey: beyond T)", ylabel="query position i")
+    bias = axes[0].imshow(np.zeros((1, 1)), cmap="RdBu_r", vmin=-1, vmax=1, extent=(0, 1, 1, 0), aspect="auto")
     bias_bar = fig.colorbar(bias, ax=axes[0], fraction=0.046, label="bias / max |bias|")
-    probs = axes[1].imshow(np.zeros((1, 1)), cmap="viridis", vmin=0, vmax=1)
-    axes[1].set(title="attention softmax(content + bias)", xlabel="key position j (grey: beyond T)",
-                ylabel="query position i")
+    probs = axes[1].imshow(np.zeros((1, 1)), cmap="viridis", vmin=0, vmax=1, extent=(0, 1, 1, 0), aspect="auto")
+    axes[1].set_title("attention softmax(content + bias)")
     probs_bar = fig.colorbar(probs, ax=axes[1], fraction=0.046, label="probability / max")
     for ax in axes[:2]:
         ax.grid(False)
-        ax.set_facecolor("0.7")  # beyond T; not white, which is bias 0 in RdBu_r
+        ax.set(xticks=[], yticks=[], xlabel="key position j = 0 .. T-1", ylabel="query position i = 0 .. T-1")
     (row,) = axes[2].plot([], [], "o-", ms=3, color="C0")
     clips = [axes[2].axvline(0, color="0.5", ls="--", lw=1) for _ in range(2)]
-    axes[2].set(title="middle row i = T // 2", xlabel="offset j - i (tokens)", ylabel="bias (logit)",
-                ylim=(-ROW_BIAS_VIEW, ROW_BIAS_VIEW))
+    axes[2].set(xlabel="offset j - i (tokens)", ylabel="bias (logit)",
+                xlim=(-BIAS_MAX_T // 2 - 1, BIAS_MAX_T // 2), ylim=(-ROW_BIAS_VIEW, ROW_BIAS_VIEW))
     # left-aligned over each colour bar: clear of the map's title, which may reach past the map
     maxima = [bar.ax.set_title("", loc="left", fontsize="small", fontweight="normal") for bar in (bias_bar, probs_bar)]
-    live(bias, probs, row, *clips, axes[0].title, *maxima)
+    live(bias, probs, row, *clips, axes[0].title, axes[2].title, *maxima)
 
-    def update(r) -> Change | None:
-        t = r["t"]
+    def update(r) -> None:
         lim = float(r["bias"].abs().max()) or 1.0
         top = float(r["probs"].max())
-        bias.set_data(r["bias"].numpy() / lim)
+        bias.set_data(r["bias"].numpy() / lim)  # (T, T)
         probs.set_data(r["probs"].numpy() / top)
-        for image in (bias, probs):
-            image.set_extent((-0.5, t - 0.5, t - 0.5, -0.5))
         axes[0].set_title(f"{LABELS[r['method']]}: bias added")
+        axes[2].set_title(f"T = {r['t']}: middle row i = {r['t'] // 2}")
         maxima[0].set_text(f"max {lim:.3g}")
         maxima[1].set_text(f"max {top:.3g}")
-        row.set_data(r["row_offsets"].numpy(), r["row_bias"].numpy())
+        row.set_data(r["row_offsets"].numpy(), r["row_bias"].numpy())  # offsets -T//2 .. T - 1 - T//2
         for line, x in zip(clips, (-r["clip"], r["clip"])):
             line.set_xdata([x, x])
             line.set_visible(r["method"] in ("shaw", "relative_key_query"))
-        window = power_of_two_window(t, 8)
-        square = {"xlim": (-0.5, window - 0.5), "ylim": (window - 0.5, -0.5)}  # rows top down, as imshow draws
-        return most(set_limits(axes[0], **square), set_limits(axes[1], **square),
-                    set_limits(axes[2], xlim=(-window // 2 - 1, window // 2)))  # offsets -T//2 .. T - 1 - T//2
 
     update(r)
     return update
@@ -184,7 +179,7 @@ def bias_demo() -> Demo:
                 plot_bias,
                 {"method": W.Dropdown(options=methods, value="shaw"),
                  "clip": W.IntSlider(value=3, min=0, max=16, description="clip k"),
-                 "t": W.IntSlider(value=20, min=2, max=64, description="length T"),
+                 "t": W.IntSlider(value=20, min=2, max=BIAS_MAX_T, description="length T"),
                  "same_content": W.Checkbox(value=True, description="same token everywhere")},
                 title="What each scheme adds to the attention scores", figsize=(11, 3.4))
 
