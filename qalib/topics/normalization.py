@@ -22,7 +22,7 @@ import torch
 from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live, most, nice_ceiling, set_limits
 
 # dims each norm averages over. Text (N sentences, L positions, E features); images (N, C channels, H, W).
 AXES = {
@@ -100,7 +100,10 @@ def padded_batch(batch_size: int, pad_frac: float, outlier: float, d: int = 8, l
     g = torch.Generator().manual_seed(seed)
     pad_vec = torch.randn(d, generator=g)
     total = length + round(length * pad_frac / (1 - pad_frac))  # extra pad columns: pad_frac of T
-    x = torch.randn(batch_size, 1, d, generator=g) + torch.randn(batch_size, length, d, generator=g)  # offset + noise
+    # one draw per sentence, so that sentence 0 is the same in any batch (one draw for the whole batch would not do:
+    # torch's CPU randn fills a tensor 16 numbers at a time, and its last numbers depend on the tensor's size)
+    draws = torch.stack([torch.randn(length + 1, d, generator=g) for _ in range(batch_size)])  # (B, length + 1, d)
+    x = draws[:, :1] + draws[:, 1:]  # (B, length, d): each sentence's offset + its noise
     x = torch.cat([x, torch.zeros(batch_size, total - length, d)], dim=1)  # (B, T, d); filled with [PAD] below
     lengths = torch.randint(length // 2, length + 1, (batch_size,), generator=g)
     lengths[0] = length
@@ -142,30 +145,72 @@ def padding_effect(batch_size: int = 16, pad_frac: float = 0.4, outlier: float =
     return result
 
 
-def plot_padding_effect(fig, r):
+# Axis ranges that hold what the demos' controls give, so that moving a control keeps the axes; a result beyond one
+# gets a 1-2-5 step instead (_view). Over the controls' whole range: BatchNorm's means stay within +-2.9 except in
+# batches of at most 17 sentences with an outlier of 7x or more (then +-5, 10 or 20), sentence 0's LayerNorm statistics
+# within +-2.2, its change below 3.1 (the range leaves room for the label over the bar); the running-statistics trace
+# within +-1.5 and the test sentence's outputs within +-2.7.
+MEAN_VIEW = 3.0
+LEGEND_ROOM = 1.8  # BatchNorm's means: the axis runs to 1.8x the range above 0, a strip for the legend over the lines
+LN_VIEW = 2.5
+CHANGE_VIEW = 4.0
+TRACE_VIEW = 2.0
+OUTPUT_VIEW = 3.0
+
+
+def _view(extent: float, fixed: float) -> float:
+    """`fixed` if it holds `extent`, else the 1-2-5 step above `extent` (the limits move only when a step is crossed)."""
+    return fixed if extent <= fixed else nice_ceiling(extent)
+
+
+def _largest(*arrays) -> float:
+    """The largest |value| in any of the arrays."""
+    return max(float(np.abs(a).max(initial=0.0)) for a in arrays)
+
+
+def plot_padding_effect(fig, r) -> Update:
     ax1, ax3, ax2 = (fig.add_subplot(1, 3, k) for k in (1, 2, 3))
-    f = np.arange(len(r["bn_mean"]))
-    ax1.plot(f, r["own_mean"], "k:", marker="o", label="sentence 0 alone")
-    ax1.plot(f, r["bn_mean_masked"], marker="s", color="#1b9e77", label="batch, pads masked")
-    ax1.plot(f, r["bn_mean"], marker="^", color="#d95f02", label="batch, pads included")
-    ax1.set(xlabel="feature", ylabel="mean BatchNorm subtracts",
-            title=f"BatchNorm's mean per feature\n(pads: {r['pad_share']:.0%} of the batch)")
-    ax1.legend(fontsize=7)
-    pos = np.arange(len(r["ln_mean"]))
-    ax3.plot(pos, r["ln_mean"], marker="o", color="#7570b3", label="mean")
-    ax3.plot(pos, r["ln_std"], marker="s", color="#7570b3", ls="--", label="std")
+    means = [ax1.plot([], [], ls, marker=marker, color=colour, label=label)[0] for ls, marker, colour, label in (
+        (":", "o", "k", "sentence 0 alone"), ("-", "s", "#1b9e77", "batch, pads masked"),
+        ("-", "^", "#d95f02", "batch, pads included"))]
+    ax1.set(xlabel="feature", ylabel="mean BatchNorm subtracts")
+    ax1.legend(fontsize=7, loc="upper right")
+    (ln_mean,) = ax3.plot([], [], marker="o", color="#7570b3", label="mean")
+    (ln_std,) = ax3.plot([], [], marker="s", color="#7570b3", ls="--", label="std")
     ax3.set(xlabel="position in sentence 0", ylabel="statistic over its features",
             title="LayerNorm's statistics per token\n(the same alone or in any batch)")
-    ax3.legend(fontsize=7)
-    names = list(r["change"])
-    vals = [r["change"][k] for k in names]
-    bars = ax2.bar(range(3), vals, color=["#7570b3", "#d95f02", "#1b9e77"])
-    for b, v in zip(bars, vals):
-        ax2.annotate(f"{v:.3g}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
+    ax3.legend(fontsize=7, loc="lower left")
+    bars = ax2.bar(range(3), np.zeros(3), color=["#7570b3", "#d95f02", "#1b9e77"])
+    numbers = [ax2.text(b.get_x() + b.get_width() / 2, 0, "", ha="center", va="bottom", fontsize=8) for b in bars]
     ax2.set_xticks(range(3), ["LayerNorm", "BN pads\nincluded", "BN pads\nmasked"])
-    ax2.set(ylabel="mean |output in batch - output alone|",
-            title=f"Change of sentence 0's output\n({r['batch_size'] - 1} neighbours vs alone)")
-    ax2.set_ylim(0, max(0.05, 1.2 * max(vals)))
+    ax2.set(ylabel="mean |output in batch - output alone|")
+    live(*means, ln_mean, ln_std, *bars, *numbers, ax1.title, ax2.title)
+
+    def update(r) -> Change | None:
+        features = np.arange(len(r["bn_mean"]))
+        for line, key in zip(means, ("own_mean", "bn_mean_masked", "bn_mean")):
+            line.set_data(features, r[key])
+        positions = np.arange(len(r["ln_mean"]))
+        ln_mean.set_data(positions, r["ln_mean"])
+        ln_std.set_data(positions, r["ln_std"])
+        changes = list(r["change"].values())  # LayerNorm, BN pads included, BN pads masked: the bars' order
+        for bar, number, value in zip(bars, numbers, changes):
+            bar.set_height(value)
+            number.set_y(value)
+            number.set_text(f"{value:.3g}")
+        ax1.set_title(f"BatchNorm's mean per feature\n(pads: {r['pad_share']:.0%} of the batch)")
+        ax2.set_title(f"Change of sentence 0's output\n({r['batch_size'] - 1} neighbours vs alone)")
+        mean_view = _view(_largest(r["own_mean"], r["bn_mean_masked"], r["bn_mean"]), MEAN_VIEW)
+        ln_view = _view(_largest(r["ln_mean"], r["ln_std"]), LN_VIEW)
+        # the means' axis leaves MEAN_VIEW only for a small batch with a large outlier; its tick labels may then get
+        # wider (-10, -20), and only a new figure lays the panels out again
+        moved = set_limits(ax1, xlim=(-0.5, len(features) - 0.5), ylim=(-mean_view, LEGEND_ROOM * mean_view))
+        return most(Change.FIGURE if moved else None,
+                    set_limits(ax3, xlim=(-0.5, len(positions) - 0.5), ylim=(-ln_view, ln_view)),
+                    set_limits(ax2, ylim=(0, _view(1.15 * max(changes), CHANGE_VIEW))))  # room for the top label
+
+    update(r)
+    return update
 
 
 def padding_demo() -> Demo:
@@ -254,21 +299,39 @@ def running_stats_trace(momentum: float = 0.1, train_mode: bool = True, steps: i
     return result
 
 
-def plot_running_stats(fig, r):
+def plot_running_stats(fig, r) -> Update:
+    """Left: the stream; right: the test sentence in both modes, coloured like the statistics each mode uses (the
+    batch's own in train mode, the running ones in eval mode), the selected mode drawn bold."""
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    ax1.plot(r["step"], r["batch_mean"], ".", color="#d95f02", ms=4, label="batch mean (pads included)")
-    ax1.plot(r["step"], r["running_mean"], color="#1b9e77", lw=2, label=f"running mean, momentum {r['momentum']:.2f}")
-    ax1.plot(r["step"], r["true_mean"], "k:", label="mean of the real tokens' distribution")
-    ax1.set(xlabel="training step", ylabel="feature 0: mean", title="Batch statistics vs running statistics")
-    ax1.legend(fontsize=7)
-    pos = np.arange(len(r["out_train"]))
-    shown, other = ("out_train", "out_eval") if r["train_mode"] else ("out_eval", "out_train")
-    mode = "train" if r["train_mode"] else "eval"
-    ax2.plot(pos, r[other], color="0.7", marker="o", ms=3, label=("eval" if r["train_mode"] else "train") + " mode")
-    ax2.plot(pos, r[shown], color="#7570b3", marker="o", lw=2, label=f"{mode} mode (selected)")
-    ax2.set(xlabel="position in the test sentence", ylabel="BatchNorm output, feature 0",
-            title=f"Same sentence, train vs eval: mean gap {r['gap']:.2f}")
-    ax2.legend(fontsize=7)
+    (batch,) = ax1.plot([], [], ".", color="#d95f02", ms=4, label="batch mean (pads included)")
+    (running,) = ax1.plot([], [], color="#1b9e77", lw=2, label="running mean")
+    (true,) = ax1.plot([], [], "k:", label="mean of the real tokens' distribution")
+    ax1.set(xlabel="training step", ylabel="feature 0: mean")
+    ax1.legend(fontsize=7, loc="lower right")  # an empty corner: the means stay above -1
+    (train,) = ax2.plot([], [], color="#d95f02", marker="o", label="train mode: the sentence's own statistics")
+    (evaluation,) = ax2.plot([], [], color="#1b9e77", marker="o", label="eval mode: the running statistics")
+    ax2.set(xlabel="position in the test sentence", ylabel="BatchNorm output, feature 0")
+    # made before update styles the lines, so both entries are plain; lower right stays empty (outputs >= -2.1)
+    ax2.legend(fontsize=7, loc="lower right")
+    live(batch, running, true, train, evaluation, ax1.title, ax2.title)
+
+    def update(r) -> Change | None:
+        batch.set_data(r["step"], r["batch_mean"])
+        running.set_data(r["step"], r["running_mean"])
+        true.set_data(r["step"], r["true_mean"])
+        positions = np.arange(len(r["out_train"]))
+        for line, key, selected in ((train, "out_train", r["train_mode"]), (evaluation, "out_eval", not r["train_mode"])):
+            line.set_data(positions, r[key])
+            line.set(lw=2.5 if selected else 1.0, ms=6 if selected else 3, alpha=1.0 if selected else 0.5)
+        ax1.set_title(f"Batch vs running statistics (momentum {r['momentum']:.2f})")
+        ax2.set_title(f"Train vs eval ({'train' if r['train_mode'] else 'eval'} bold): mean gap {r['gap']:.2f}")
+        trace_view = _view(_largest(r["batch_mean"], r["running_mean"], r["true_mean"]), TRACE_VIEW)
+        output_view = _view(_largest(r["out_train"], r["out_eval"]), OUTPUT_VIEW)
+        return most(set_limits(ax1, xlim=(-1, len(r["step"])), ylim=(-trace_view, trace_view)),
+                    set_limits(ax2, xlim=(-0.5, len(positions) - 0.5), ylim=(-output_view, output_view)))
+
+    update(r)
+    return update
 
 
 def running_stats_demo() -> Demo:

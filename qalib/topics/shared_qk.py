@@ -20,10 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from qalib.positions import offset_matrix, sinusoidal
-from qalib.widgets import Demo
+from qalib.widgets import Change, Demo, Update, live, nice_ceiling, set_limits
 
 INPUT_KINDS = ("gaussian", "layernorm", "pretrained")
 FORMS = ("separate", "symmetric part", "shared (PSD)", "shared + mask self", "shared + causal + mask self")
+MAX_TOKENS = 48  # where the demos' n sliders end
 SENTENCE = (
     "The interviewer asked why a transformer keeps two different matrices for queries and keys, and the "
     "candidate answered that one shared matrix would make every token prefer itself, so the attention map "
@@ -140,23 +141,41 @@ def diagonal_demo_compute(d: int = 32, n: int = 16, kind: str = "gaussian", tied
             "kind": kind, "tied": tied, "note": note}
 
 
-def plot_diagonal_demo(fig, r) -> None:
+def _attention_map(fig, ax, probs):
+    """An (n, n) attention map stretched over its whole square panel whatever n is: the axes run from 0 to 1
+    with no position ticks, so a new n only swaps the image's data (same axes, ticks and colour bar)."""
+    image = ax.imshow(probs, cmap="viridis", vmin=0, vmax=1, extent=(0, 1, 1, 0))  # query 0 in the top row
+    fig.colorbar(image, ax=ax, label="attention probability")
+    ax.set(xticks=[], yticks=[], xlabel="key position j (0 at the left)", ylabel="query position i (0 at the top)")
+    ax.grid(False)
+    return image
+
+
+def plot_diagonal_demo(fig, r) -> Update:
     ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
-    im = ax1.imshow(r["probs"], cmap="viridis", vmin=0, vmax=1)
-    fig.colorbar(im, ax=ax1, label="attention probability")
-    name = "shared W_q = W_k" if r["tied"] else "separate W_q, W_k"
-    ax1.set(title=f"{name}: softmax(S), n={r['n']}, d={r['d']}", xlabel="key position j", ylabel="query position i")
-    ax1.grid(False)
+    image = _attention_map(fig, ax1, r["probs"])
     labels = ["rows with argmax\non the diagonal", "mean p(i -> i)", "chance 1/n"]
-    ax2.bar(labels, [r["argmax_diag"], r["p_diag"], r["chance"]], color=["C0", "C1", "0.6"])
-    ax2.set(ylim=(0, 1.05), ylabel="fraction / probability", title=f"Diagonal statistics ({r['kind']} inputs)")
+    bars = ax2.bar(labels, np.zeros(len(labels)), color=["C0", "C1", "0.6"])
+    ax2.set(ylim=(0, 1.05), ylabel="fraction / probability")
     ax2.tick_params(axis="x", labelsize=8)
+    live(image, *bars, ax1.title, ax2.title)
+
+    def update(r) -> None:
+        image.set_data(r["probs"])
+        for bar, height in zip(bars, (r["argmax_diag"], r["p_diag"], r["chance"])):
+            bar.set_height(height)
+        name = "shared W_q = W_k" if r["tied"] else "separate W_q, W_k"
+        ax1.set_title(f"{name}: softmax(S), n={r['n']}, d={r['d']}")
+        ax2.set_title(f"Diagonal statistics ({r['kind']} inputs)")
+
+    update(r)
+    return update
 
 
 def diagonal_demo() -> Demo:
     controls = {
         "d": W.IntSlider(value=32, min=2, max=256, step=2, description="d"),
-        "n": W.IntSlider(value=16, min=2, max=48, description="tokens n"),
+        "n": W.IntSlider(value=16, min=2, max=MAX_TOKENS, description="tokens n"),
         "kind": W.Dropdown(options=list(INPUT_KINDS), value="gaussian", description="inputs"),
         "tied": W.Checkbox(value=True, description="tie W_q = W_k"),
     }
@@ -201,7 +220,7 @@ def directed_scores(n: int = 16, k: int = 1, form: str = "separate", sharpness: 
     if "causal" in form:
         mask &= torch.ones(n, n, dtype=torch.bool).tril()
     probs = scores.masked_fill(~mask, float("-inf")).softmax(-1).nan_to_num(0.0)  # row 0 of causal+mask: empty
-    rows = torch.arange(k, n - k)  # rows where both i - k and i + k exist
+    rows = torch.arange(k, max(k, n - k))  # rows where both i - k and i + k exist (none if n <= 2k)
     margin = scores[rows, rows - k] - scores[rows, rows + k]
     target = torch.arange(k, n)
     return {"scores": scores.numpy(), "probs": probs.numpy(), "margin": margin.numpy(), "n": n, "k": k, "form": form,
@@ -209,27 +228,46 @@ def directed_scores(n: int = 16, k: int = 1, form: str = "separate", sharpness: 
             "note": "" if len(rows) else f"n={n} is too short to have a token k={k} back and k forward: no margins to show"}
 
 
-def plot_directed(fig, r) -> None:
+# The margin is linear in the sharpness (0.1 to 10) and at most 2.3 logits at sharpness 1 (k = 4): a symlog axis up
+# to MARGIN_VIEW shows it at every sharpness without moving, with a symmetric form's margin of 0 on the 0 line.
+MARGIN_VIEW = 30.0
+MARGIN_LINEAR = 0.1  # the symlog axis is linear within +-0.1 logits (the strip below 0 would show a negative margin)
+
+
+def plot_directed(fig, r) -> Update:
     ax1, ax2 = fig.subplots(1, 2)
-    im = ax1.imshow(r["probs"], cmap="viridis", vmin=0, vmax=1)
-    fig.colorbar(im, ax=ax1, label="attention probability")
-    i = np.arange(r["k"], r["n"])
-    ax1.scatter(i - r["k"], i, s=12, facecolors="none", edgecolors="C3", label=f"target j = i - {r['k']}")
-    ax1.legend(fontsize=7, loc="upper right")
-    ax1.set(title=f"{r['form']}: mass on target {r['p_target']:.2f}", xlabel="key position j", ylabel="query position i")
-    ax1.grid(False)
-    rows = np.arange(r["k"], r["n"] - r["k"])
+    image = _attention_map(fig, ax1, r["probs"])
+    targets = ax1.scatter([], [], s=12, facecolors="none", edgecolors="C3")
+    ax1.set_xlabel("key position j (0 at the left)\ncircles: the target j = i - k")  # not a legend: the live map would cover it
     ax2.axhline(0, color="0.5", lw=1)
-    ax2.plot(rows, r["margin"], "o-", ms=3)
-    ax2.set(xlabel="query position i", ylabel="S[i, i-k] - S[i, i+k] (logits)",
-            title=f"Back-over-forward margin (||S - S^T|| / ||S|| = {r['asymmetry']:.2f})")
+    (margin,) = ax2.plot([], [], "o-", ms=3)
+    ax2.set_yscale("symlog", linthresh=MARGIN_LINEAR)
+    ticks = [0, 0.1, 1, 10]
+    ax2.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax2.set(xlabel="query position i", ylabel="S[i, i-k] - S[i, i+k] (logits, symlog)")
+    live(image, targets, margin, ax1.title, ax2.title)
+
+    def update(r) -> Change | None:
+        n, k = r["n"], r["k"]
+        image.set_data(r["probs"])
+        i = np.arange(k, n)
+        targets.set_offsets(np.column_stack([i - k, i]) / n + 0.5 / n)  # (n - k, 2): cell centres (j, i), panel units
+        margin.set_data(np.arange(k, n - k), r["margin"])  # rows k .. n-k-1 have a token k back and k forward
+        ax1.set_title(f"{r['form']}: mass on target {r['p_target']:.2f}")
+        ax2.set_title(f"Back-over-forward margin\n(||S - S^T|| / ||S|| = {r['asymmetry']:.2f})")
+        largest = float(np.abs(r["margin"]).max(initial=0.0))
+        top = MARGIN_VIEW if largest <= MARGIN_VIEW else nice_ceiling(largest)  # beyond the demo's range: 1-2-5 steps
+        return set_limits(ax2, xlim=(-0.5, max(n, MAX_TOKENS) - 0.5), ylim=(-MARGIN_LINEAR, top))
+
+    update(r)
+    return update
 
 
 def directed_demo() -> Demo:
     controls = {
         "form": W.Dropdown(options=list(FORMS), value="separate", description="scores"),
         "k": W.IntSlider(value=1, min=1, max=4, description="k back"),
-        "n": W.IntSlider(value=16, min=3, max=48, description="tokens n"),
+        "n": W.IntSlider(value=16, min=3, max=MAX_TOKENS, description="tokens n"),
         "sharpness": W.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.1, description="sharpness"),
     }
     return Demo(directed_scores, plot_directed, controls,

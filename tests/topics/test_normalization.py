@@ -154,3 +154,11 @@ def test_minilm_layernorms_on_the_sphere():
 
 
 # -- demos ----------------------------------------------------------------------------------
+
+
+def test_sentence_zero_is_the_same_in_any_batch():
+    """The demo's claim that no control moves sentence 0 on its own needs sentence 0 itself to stay put."""
+    x1, keep1 = nz.padded_batch(1, 0.0, 1.0)
+    for batch_size, pad_frac in ((2, 0.0), (17, 0.3), (64, 0.6)):
+        x, keep = nz.padded_batch(batch_size, pad_frac, 5.0)
+        assert torch.equal(x[0, :10], x1[0, :10]) and keep[0, :10].all() and not keep[0, 10:].any()

@@ -214,3 +214,9 @@ def test_attention_masses_margin_is_pinned_for_a_shared_model():
         s = model(**batch.model_inputs(), return_internals=True).internals["layer0.scores"][:, 0]
     bound = 2 * float(s.abs().max()) / (s.shape[-1] - 3)
     assert abs(m["margin_mean"]) <= bound
+
+
+@pytest.mark.parametrize("n,k", [(3, 2), (5, 3), (7, 4)])
+def test_directed_scores_too_short_for_k_gives_a_note_not_an_error(n, k):
+    r = S.directed_scores(n=n, k=k)  # n < 2k: no row has a token k back and k forward
+    assert len(r["margin"]) == 0 and "too short" in r["note"]
