@@ -4,8 +4,9 @@
 
 site/index.html lists the questions with their short answers (qalib.catalog); site/<notebook>.html shows
 each notebook with its outputs. Widgets are rendered to plain HTML from the state they were left in
-(the figure of each demo as an image, each control as its value), so pages read offline: nothing is
-loaded from a CDN.
+(the figure of each demo as an image, each control as its value), so pages read offline, with one gap:
+nbconvert's lab template still loads MathJax (and require.js, mermaid) from a CDN, so offline the formulas
+show as TeX source.
 """
 
 from __future__ import annotations
