@@ -4,15 +4,16 @@
 
 site/index.html lists the questions with their short answers (qalib.catalog); site/<notebook>.html shows
 each notebook with its outputs. Widgets are rendered to plain HTML from the state they were left in
-(the figure of each demo as an image, each control as its value), so pages read offline, with one gap:
-nbconvert's lab template still loads MathJax (and require.js, mermaid) from a CDN, so offline the formulas
-show as TeX source.
+(the figure of each demo as an image, each control as its value), and formulas are typeset by the site's
+own copy of MathJax (site/mathjax/, from the jupyter-server-mathjax package), so pages read offline:
+nothing is loaded from a CDN.
 """
 
 from __future__ import annotations
 
 import argparse
 import html
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,8 @@ from qalib.catalog import CATALOG
 from qalib.nbtools import execute, notebook_paths, ticks
 from qalib.paths import ROOT
 
+TEMPLATES = Path(__file__).parent / "site_templates"
+MATHJAX_URL = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"  # relative: the pages sit next to mathjax/
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -105,9 +108,24 @@ def index_page(built: dict[str, tuple[float, int]]) -> str:
             f"</body></html>")
 
 
+def copy_mathjax(dest: Path) -> None:
+    """MathJax 2.7's files (12 MB) next to the pages, once: the pages load it by a relative URL."""
+    import jupyter_server_mathjax
+
+    if not (dest / "MathJax.js").exists():
+        shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", dest, dirs_exist_ok=True)
+
+
+def offline_exporter() -> HTMLExporter:
+    """nbconvert's lab page, with MathJax from the site's own copy and no other script fetched from a CDN."""
+    return HTMLExporter(template_name="lab", template_file="offline.html.j2", extra_template_paths=[str(TEMPLATES)],
+                        mathjax_url=MATHJAX_URL)
+
+
 def build(out_dir: Path, only: list[str] | None = None) -> dict[str, tuple[float, int]]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter(template_name="lab")
+    copy_mathjax(out_dir / "mathjax")
+    exporter = offline_exporter()
     built = {}
     for path in notebook_paths():
         if only and path.stem not in only:

@@ -1,10 +1,11 @@
 """The static site renders widgets from saved state into plain HTML (no kernel, no CDN)."""
 
 import base64
+import re
 
 import nbformat
 
-from qalib.site import index_page, render_widget, staticize
+from qalib.site import MATHJAX_URL, copy_mathjax, index_page, offline_exporter, render_widget, staticize
 
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 STATE = {
@@ -36,3 +37,21 @@ def test_index_lists_built_notebooks_with_short_answers():
     page = index_page({"01_scaled_attention": (12.0, 9)})
     assert "01_scaled_attention.html" in page and "sqrt(d_k)" in page and "9 claims" in page
     assert "02_sin_cos_positions.html" not in page
+
+
+def math_page(out_dir):
+    """A one-cell page with a formula, as `make site` writes it (with the site's MathJax next to it)."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("Divide by $\\sqrt{d_k}$: $$q \\cdot k$$")])
+    body, _ = offline_exporter().from_notebook_node(nb)
+    copy_mathjax(out_dir / "mathjax")
+    (out_dir / "math.html").write_text(body, encoding="utf-8")
+    return body
+
+
+def test_pages_fetch_no_script_from_the_network_and_mathjax_is_beside_them(tmp_path):
+    body = math_page(tmp_path)
+    sources = re.findall(r"<script[^>]*\bsrc=[\"']([^\"']+)", body) + re.findall(r"import[^;]*from [\"'](http[^\"']+)", body)
+    assert sources == [MATHJAX_URL], sources
+    script, config = MATHJAX_URL.split("?config=")
+    assert (tmp_path / script).is_file()
+    assert all((tmp_path / "mathjax" / "config" / f"{name}.js").is_file() for name in config.split(","))

@@ -172,3 +172,32 @@ def test_presenter_view_hides_code_and_controls_work(browser):
             page.screenshot(path=str(SCREENSHOTS / f"presenter-{Path(name).stem}.png"))
         finally:
             page.close()
+
+
+def test_site_pages_typeset_formulas_with_the_network_blocked(browser, tmp_path):
+    """`make site` pages read offline: MathJax comes from the site's own copy, nothing is fetched from elsewhere."""
+    import nbformat
+
+    from qalib.site import copy_mathjax, offline_exporter
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(r"Divide by $\sqrt{d_k}$: $$q \cdot k$$")])
+    body, _ = offline_exporter().from_notebook_node(nb)
+    copy_mathjax(tmp_path / "mathjax")
+    (tmp_path / "math.html").write_text(body, encoding="utf-8")
+    page = browser.new_page()
+    fetched_elsewhere = []
+
+    def only_files(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            fetched_elsewhere.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_files)
+    page.goto((tmp_path / "math.html").as_uri())
+    page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
+                           " && document.querySelectorAll('.MathJax, .MathJax_Display').length >= 2", timeout=60_000)
+    assert page.locator(".MathJax_Error, merror").count() == 0
+    assert fetched_elsewhere == []
+    page.close()
