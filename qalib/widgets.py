@@ -79,6 +79,20 @@ def nice_ceiling(x: float) -> float:
     return float(10.0 ** (exponent + 1))
 
 
+def fixed_or_nice(extent: float, fixed: float) -> float:
+    """An axis limit: `fixed` while it holds `extent`, else the 1-2-5 step above `extent` (nice_ceiling), so the
+    limit stays put over a demo's usual range and moves only in coarse steps beyond it."""
+    return fixed if extent <= fixed else nice_ceiling(extent)
+
+
+def live_title(ax, static_title: str = ""):
+    """A static title on the left and, returned, a live one on the right for the numbers: every glyph of a live
+    text is drawn again on each change, those of the static title never."""
+    if static_title:
+        ax.set_title(static_title, loc="left")
+    return live(ax.set_title("", loc="right", fontsize="small", fontweight="normal"))[0]
+
+
 def power_of_two_window(n: int, smallest: int = 8) -> int:
     """max(smallest, the least power of two >= n): an axis range that follows a size (a length, a sequence)
     in coarse steps, so most moves of the size keep the axes."""

@@ -8,7 +8,8 @@ import torch
 
 import qalib
 from qalib.claims import ClaimFailed, check, check_all, check_close
-from qalib.widgets import Change, Demo, finite_values, live, most, nice_ceiling, power_of_two_window, set_limits
+from qalib.widgets import (Change, Demo, finite_values, fixed_or_nice, live, live_title, most, nice_ceiling,
+                           power_of_two_window, set_limits)
 
 
 def test_check_prints_a_tick_and_the_value(capsys):
@@ -200,10 +201,13 @@ def test_limit_helpers():
     assert most(None, None) is None
     assert [power_of_two_window(n) for n in (1, 8, 9, 100, 512, 513)] == [8, 8, 16, 128, 512, 1024]
     assert power_of_two_window(3, smallest=2) == 4
+    assert fixed_or_nice(2.9, 3.0) == 3.0 and fixed_or_nice(3.1, 3.0) == 5.0
     fig = matplotlib.figure.Figure()
     ax = fig.add_subplot()
     assert set_limits(ax, ylim=(0, 2)) is Change.AXES and set_limits(ax, ylim=(0, 2)) is None
     assert ax.get_ylim() == (0, 2)
+    numbers = live_title(ax, "static part")
+    assert numbers.get_animated() and ax.get_title("left") == "static part" and not ax.title.get_animated()
 
 
 def test_finite_values():

@@ -22,7 +22,7 @@ import torch
 from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
-from qalib.widgets import Change, Demo, Update, live, most, nice_ceiling, set_limits
+from qalib.widgets import Change, Demo, Update, fixed_or_nice, live, most, set_limits
 
 # dims each norm averages over. Text (N sentences, L positions, E features); images (N, C channels, H, W).
 AXES = {
@@ -146,7 +146,7 @@ def padding_effect(batch_size: int = 16, pad_frac: float = 0.4, outlier: float =
 
 
 # Axis ranges that hold what the demos' controls give, so that moving a control keeps the axes; a result beyond one
-# gets a 1-2-5 step instead (_view). Over the controls' whole range: BatchNorm's means stay within +-2.9 except in
+# gets a 1-2-5 step instead (fixed_or_nice). Over the controls' whole range: BatchNorm's means stay within +-2.9 except in
 # batches of at most 17 sentences with an outlier of 7x or more (then +-5, 10 or 20), sentence 0's LayerNorm statistics
 # within +-2.2, its change below 3.1 (the range leaves room for the label over the bar); the running-statistics trace
 # within +-1.5 and the test sentence's outputs within +-2.7.
@@ -156,11 +156,6 @@ LN_VIEW = 2.5
 CHANGE_VIEW = 4.0
 TRACE_VIEW = 2.0
 OUTPUT_VIEW = 3.0
-
-
-def _view(extent: float, fixed: float) -> float:
-    """`fixed` if it holds `extent`, else the 1-2-5 step above `extent` (the limits move only when a step is crossed)."""
-    return fixed if extent <= fixed else nice_ceiling(extent)
 
 
 def _largest(*arrays) -> float:
@@ -200,14 +195,14 @@ def plot_padding_effect(fig, r) -> Update:
             number.set_text(f"{value:.3g}")
         ax1.set_title(f"BatchNorm's mean per feature\n(pads: {r['pad_share']:.0%} of the batch)")
         ax2.set_title(f"Change of sentence 0's output\n({r['batch_size'] - 1} neighbours vs alone)")
-        mean_view = _view(_largest(r["own_mean"], r["bn_mean_masked"], r["bn_mean"]), MEAN_VIEW)
-        ln_view = _view(_largest(r["ln_mean"], r["ln_std"]), LN_VIEW)
+        mean_view = fixed_or_nice(_largest(r["own_mean"], r["bn_mean_masked"], r["bn_mean"]), MEAN_VIEW)
+        ln_view = fixed_or_nice(_largest(r["ln_mean"], r["ln_std"]), LN_VIEW)
         # the means' axis leaves MEAN_VIEW only for a small batch with a large outlier; its tick labels may then get
         # wider (-10, -20), and only a new figure lays the panels out again
         moved = set_limits(ax1, xlim=(-0.5, len(features) - 0.5), ylim=(-mean_view, LEGEND_ROOM * mean_view))
         return most(Change.FIGURE if moved else None,
                     set_limits(ax3, xlim=(-0.5, len(positions) - 0.5), ylim=(-ln_view, ln_view)),
-                    set_limits(ax2, ylim=(0, _view(1.15 * max(changes), CHANGE_VIEW))))  # room for the top label
+                    set_limits(ax2, ylim=(0, fixed_or_nice(1.15 * max(changes), CHANGE_VIEW))))  # room for the top label
 
     update(r)
     return update
@@ -325,8 +320,8 @@ def plot_running_stats(fig, r) -> Update:
             line.set(lw=2.5 if selected else 1.0, ms=6 if selected else 3, alpha=1.0 if selected else 0.5)
         ax1.set_title(f"Batch vs running statistics (momentum {r['momentum']:.2f})")
         ax2.set_title(f"Train vs eval ({'train' if r['train_mode'] else 'eval'} bold): mean gap {r['gap']:.2f}")
-        trace_view = _view(_largest(r["batch_mean"], r["running_mean"], r["true_mean"]), TRACE_VIEW)
-        output_view = _view(_largest(r["out_train"], r["out_eval"]), OUTPUT_VIEW)
+        trace_view = fixed_or_nice(_largest(r["batch_mean"], r["running_mean"], r["true_mean"]), TRACE_VIEW)
+        output_view = fixed_or_nice(_largest(r["out_train"], r["out_eval"]), OUTPUT_VIEW)
         return most(set_limits(ax1, xlim=(-1, len(r["step"])), ylim=(-trace_view, trace_view)),
                     set_limits(ax2, xlim=(-0.5, len(positions) - 0.5), ylim=(-output_view, output_view)))
 

@@ -30,7 +30,7 @@ from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
-from qalib.widgets import Change, Demo, Update, live, most, nice_ceiling, set_limits
+from qalib.widgets import Change, Demo, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
 BERT_TABLE8 = {  # Devlin et al. 2019, appendix C.2, Table 8: masking rates MASK/SAME/RND
@@ -447,7 +447,7 @@ def plot_segment_effect(fig, r) -> Update:
         unchanged_mean.set_ydata(r["mean_unchanged"])
         ax1.set_title(f"layer {r['layer']} ('{r['mode']}')")
         largest = r["rel_change"].max()
-        ylim = (0, SEGMENT_VIEW if largest <= SEGMENT_VIEW else nice_ceiling(largest))
+        ylim = (0, fixed_or_nice(largest, SEGMENT_VIEW))
         return most(set_limits(ax1, ylim=ylim), set_limits(ax2, ylim=ylim))
 
     update(r)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
-from qalib.widgets import Change, Demo, Update, live, most, set_limits
+from qalib.widgets import Change, Demo, Update, live, live_title, most, set_limits
 
 METHODS = ("shaw", "relative_key_query", "t5", "rotary", "alibi")
 LABELS = {"shaw": "Shaw et al. (q.a)", "relative_key_query": "Huang m4 (q.a + k.a)", "t5": "T5 buckets",
@@ -123,13 +123,6 @@ def _rotary_delta(q, k, scale):
 ROW_BIAS_VIEW = 8.5
 
 
-def _live_numbers(ax, static_title: str):
-    """A static title on the left and, on the right, a live one for the numbers: every glyph of a live text is
-    drawn again on each change, those of the static title never."""
-    ax.set_title(static_title, loc="left")
-    return live(ax.set_title("", loc="right", fontsize="small", fontweight="normal"))[0]
-
-
 BIAS_MAX_T = 64  # bias_demo's longest sequence
 
 
@@ -219,10 +212,10 @@ def plot_rotary(fig, r: dict) -> Update:
     (second,) = ax1.plot([], [], color="C1", ls="--", label="query at m + 17")
     ax1.set(xlabel="offset n - m (tokens)", ylabel="score (logit)", ylim=(-ROTARY_SCORE_VIEW, ROTARY_SCORE_VIEW))
     ax1.legend(fontsize=8, loc="upper center", ncols=2)  # in the band no score reaches
-    gap = _live_numbers(ax1, "rotated q.k/sqrt(d)")
+    gap = live_title(ax1, "rotated q.k/sqrt(d)")
     (ones,) = ax2.plot([], [], color="C2")
     ax2.set(xlabel="offset n - m (tokens)", ylabel="score / d, for q = k = 1", ylim=(-1.05, 1.05))
-    sizes = _live_numbers(ax2, "mean of cos(offset θ_i)")
+    sizes = live_title(ax2, "mean of cos(offset θ_i)")
     live(first, second, ones)
 
     def update(r) -> Change | None:
@@ -283,7 +276,7 @@ def plot_slopes_and_buckets(fig, r: dict) -> Update:
     ax2.set(xlabel="offset j - i (M = max distance)", ylabel="bucket index (N = buckets)", xlim=(-2.1, 2.1),
             ylim=(-0.05, 1.05), xticks=[-2, -1, 0, 1, 2], xticklabels=["-2M", "-M", "0", "M", "2M"],
             yticks=[0, 0.25, 0.5, 0.75, 1], yticklabels=["0", "N/4", "N/2", "3N/4", "N"])
-    sizes = _live_numbers(ax2, "T5 buckets")
+    sizes = live_title(ax2, "T5 buckets")
     live(*heads, slopes, buckets)
 
     def update(r) -> Change | None:

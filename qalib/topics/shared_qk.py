@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from qalib.positions import offset_matrix, sinusoidal
-from qalib.widgets import Change, Demo, Update, live, nice_ceiling, set_limits
+from qalib.widgets import Change, Demo, Update, fixed_or_nice, live, set_limits
 
 INPUT_KINDS = ("gaussian", "layernorm", "pretrained")
 FORMS = ("separate", "symmetric part", "shared (PSD)", "shared + mask self", "shared + causal + mask self")
@@ -256,7 +256,7 @@ def plot_directed(fig, r) -> Update:
         ax1.set_title(f"{r['form']}: mass on target {r['p_target']:.2f}")
         ax2.set_title(f"Back-over-forward margin\n(||S - S^T|| / ||S|| = {r['asymmetry']:.2f})")
         largest = float(np.abs(r["margin"]).max(initial=0.0))
-        top = MARGIN_VIEW if largest <= MARGIN_VIEW else nice_ceiling(largest)  # beyond the demo's range: 1-2-5 steps
+        top = fixed_or_nice(largest, MARGIN_VIEW)  # beyond the demo's range: 1-2-5 steps
         return set_limits(ax2, xlim=(-0.5, max(n, MAX_TOKENS) - 0.5), ylim=(-MARGIN_LINEAR, top))
 
     update(r)

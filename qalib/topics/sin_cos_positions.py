@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.widgets import Change, Demo, Update, live, most, power_of_two_window, set_limits
+from qalib.widgets import Change, Demo, Update, live, live_title, most, power_of_two_window, set_limits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,13 +340,12 @@ def pe_plot(fig, r: dict) -> Update:
     ax1.grid(False)
     ax1.set_facecolor("0.7")  # beyond the length; not white, which is PE = 0 in this colour map
     ax1.set(xlabel="position p (grey: beyond the length)", ylabel="dimension j / d (0 = fastest)", ylim=(0, 1))
-    ax1.set_title("PE (blue -1, red +1)", loc="left")
-    sizes = ax1.set_title("", loc="right", fontsize="small", fontweight="normal")  # live: only the numbers are redrawn
+    sizes = live_title(ax1, "PE (blue -1, red +1)")
     (dot,) = ax2.plot([], [])
     ax2.axhline(0, color="grey", lw=0.8)
     ax2.set(title="PE(p) . PE(p + k) / (d/2)", xlabel="offset k (positions)", ylabel="normalised dot product",
             ylim=(-1.05, 1.05))
-    live(image, dot, sizes)
+    live(image, dot)
 
     def update(r) -> Change | None:
         n, d = r["pe"].shape
@@ -422,12 +421,11 @@ def rotation_plot(fig, r: dict) -> Update:
     (sin_only_error,) = ax2.plot([], [], label="sin only: best linear map")
     position = ax2.axvline(r["p"], color="grey", lw=0.8)
     ax2.set(xlabel="position p", ylabel="log10 max |error|", xlim=(0, ROTATION_N - 1), ylim=(-17.5, 0.5))
-    ax2.set_title("error of predicting PE(p + k) at every p", loc="left")
-    offset = ax2.set_title("", loc="right", fontsize="small", fontweight="normal")  # live: only k is redrawn
+    offset = live_title(ax2, "error of predicting PE(p + k) at every p")
     # a fixed place (a legend is drawn once): the empty band between the curves at every k of the demo
     # (sin only: log10 error >= -1.4; rotations: <= -7.1, or both <= -14 at k = 0)
     ax2.legend(fontsize="small", loc="center right", bbox_to_anchor=(1, 0.74))
-    live(circle, arrow, start, target, rotated, rotation_error, sin_only_error, position, ax1.title, offset)
+    live(circle, arrow, start, target, rotated, rotation_error, sin_only_error, position, ax1.title)
 
     def update(r) -> None:
         circle.set_offsets(r["circle"].numpy())
