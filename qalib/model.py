@@ -26,6 +26,7 @@ from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.norms import make_norm
 from qalib.positions import ALiBi, Rotary, ShawRelative, sinusoidal
+from qalib.validate import int_in
 
 __all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAttention", "EncoderLayer"]
 
@@ -34,6 +35,9 @@ __all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAt
 class MiniBertOutput:
     last_hidden_state: torch.Tensor                    # (B, T, d)
     internals: dict[str, torch.Tensor] = field(default_factory=dict)  # empty unless return_internals=True
+    # empty unless output_hidden_states=True: the embeddings' output, then each layer's output, (B, T, d) each
+    # (as in Hugging Face's BERT; the same tensors as internals "embeddings.out", "layer{i}.hidden")
+    hidden_states: tuple[torch.Tensor, ...] = ()
 
 
 class Embeddings(nn.Module):
@@ -243,14 +247,24 @@ class MiniBert(nn.Module):
         return token_type_ids, keep
 
     # -- forward -------------------------------------------------------------------------------
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, return_internals=False) -> MiniBertOutput:
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, return_internals=False,
+                output_hidden_states=False, stop_at_layer: int | None = None) -> MiniBertOutput:
+        """return_internals: every named intermediate (scores, probabilities, norm statistics; attention then runs
+        unfused). output_hidden_states: only the residual stream after the embeddings and after each layer, on the
+        fused path. stop_at_layer=n runs only layers 0 .. n-1 (0: the embeddings alone), then the final norm: the
+        stack cut after n layers, with the same weights (as TransformerLens's stop_at_layer)."""
         token_type_ids, keep = self._validate(input_ids, token_type_ids, attention_mask)
+        n_run = self.cfg.n_layers
+        if stop_at_layer is not None:
+            n_run = int_in("stop_at_layer", stop_at_layer, 0, self.cfg.n_layers)
         cache: dict[str, torch.Tensor] | None = {} if return_internals else None
         x = self.embeddings(input_ids, token_type_ids, keep, cache)
-        for i, layer in enumerate(self.layers):
+        hidden = [x]
+        for i, layer in enumerate(self.layers[:n_run]):
             x = layer(x, keep, cache, f"layer{i}")
+            hidden.append(x)
         x = self.final_norm(x, keep, cache, "final_norm")
-        return MiniBertOutput(x, cache if cache is not None else {})
+        return MiniBertOutput(x, cache if cache is not None else {}, tuple(hidden) if output_hidden_states else ())
 
     def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, T, vocab): the decoder shares its weights with the word embeddings."""

@@ -86,6 +86,48 @@ def test_internals_named_values():
     assert not model(ids, types, mask).internals, "no internals unless asked"
 
 
+@pytest.mark.parametrize("placement", ["post", "pre"])
+def test_stop_at_layer_is_the_stack_cut_after_that_layer(placement):
+    cfg = BASE.replace(n_layers=3, norm_placement=placement)
+    model = MiniBert(cfg).eval()
+    ids, types, mask = _inputs()
+    for n in range(4):
+        cut = MiniBert(cfg.replace(n_layers=n)).eval() if n else None
+        with torch.no_grad():
+            out = model(ids, types, mask, return_internals=True, stop_at_layer=n)
+            if cut is not None:  # the same weights in a model built n layers deep
+                cut.load_state_dict({k: v for k, v in model.state_dict().items() if k in cut.state_dict()})
+                expected = cut(ids, types, mask).last_hidden_state
+            else:
+                expected = model.final_norm(out.internals["embeddings.out"], mask.bool(), None, "final_norm")
+        assert torch.allclose(out.last_hidden_state, expected, atol=1e-6), n
+        assert sorted(k for k in out.internals if k.endswith(".hidden")) == [f"layer{i}.hidden" for i in range(n)]
+        with torch.no_grad():
+            hidden = model(ids, types, mask, output_hidden_states=True, stop_at_layer=n).hidden_states
+        assert len(hidden) == n + 1
+    with torch.no_grad():
+        full = model(ids, types, mask).last_hidden_state
+        assert torch.equal(model(ids, types, mask, stop_at_layer=3).last_hidden_state, full)
+    for bad in (-1, 4, 1.5, True):
+        with pytest.raises(ValueError, match="stop_at_layer"):
+            model(ids, types, mask, stop_at_layer=bad)
+
+
+def test_hidden_states_are_the_internals_residual_stream():
+    model = MiniBert(BASE).eval()
+    ids, types, mask = _inputs()
+    with torch.no_grad():
+        inside = model(ids, types, mask, return_internals=True).internals
+        out = model(ids, types, mask, output_hidden_states=True)
+    expected = [inside["embeddings.out"]] + [inside[f"layer{i}.hidden"] for i in range(BASE.n_layers)]
+    keep = mask.bool()
+    assert len(out.hidden_states) == len(expected)
+    for mine, theirs in zip(out.hidden_states, expected):  # fused vs unfused attention: equal up to rounding
+        assert torch.allclose(mine[keep], theirs[keep], atol=1e-5)
+    assert out.hidden_states[-1] is out.last_hidden_state  # post-norm: no final norm after the last layer
+    assert not out.internals and model(ids, types, mask).hidden_states == ()
+
+
 def test_shared_qk_scores_are_symmetric():
     model = MiniBert(BASE.replace(qk="shared", pos="none"))
     ids, types, _ = _inputs()

@@ -46,6 +46,27 @@ def block_config(n_layers: int = 2, residual: bool = True, norm: str = "layer", 
 
 
 # -- 1. residual connections: gradients at initialisation ---------------------------------------
+def _check_wiring(n_layers: int, norm: str, hi: int = 48) -> int:
+    if norm not in ("layer", "none"):
+        raise ValueError(f"norm must be 'layer' or 'none', got {norm!r}")
+    return _int_in("n_layers", n_layers, 1, hi)
+
+
+def _probe_loss(model: MiniBert, batch, n_layers: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The hidden states h_0 (embeddings output) .. h_n of the stack's first n layers, and the MLM loss on top."""
+    out = model(**batch.model_inputs(), output_hidden_states=True, stop_at_layer=n_layers)
+    keep = batch.labels != IGNORE
+    return list(out.hidden_states), F.cross_entropy(model.mlm_logits(out.last_hidden_state[keep]), batch.labels[keep])
+
+
+def _hidden_gradient_stats(grads) -> tuple[list[float], list[float]]:
+    """Per depth: ||dLoss/dh|| and its token-specific share ||g - mean_t g|| / ||g|| (g: (B, T, d);
+    0/0, an underflowed gradient, counts as 0)."""
+    norms = [float(g.norm()) for g in grads]
+    shares = [float((g - g.mean(1, keepdim=True)).norm()) / n if n > 0 else 0.0 for g, n in zip(grads, norms)]
+    return norms, shares
+
+
 @one_thread()
 def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer", seeds=(0, 1, 2),
                    batch_size: int = 8, seq_len: int = 12) -> dict:
@@ -55,9 +76,7 @@ def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer"
     act:   (S, L+1) norm of dLoss/dh at the embeddings output (depth 0) and after each layer;
     share: (S, L+1) token-specific share ||g - mean_t g|| / ||g||: 0 means every position receives the same gradient.
     """
-    _int_in("n_layers", n_layers, 1, 48)
-    if norm not in ("layer", "none"):
-        raise ValueError(f"norm must be 'layer' or 'none', got {norm!r}")
+    n_layers = _check_wiring(n_layers, norm)
     if not seeds:
         raise ValueError("seeds must be non-empty")
     task = ProbeTask("previous", vocab_size=32, seq_len=_int_in("seq_len", seq_len, 2, 30))
@@ -66,18 +85,15 @@ def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer"
         torch.manual_seed(seed)
         model = MiniBert(block_config(n_layers, residual, norm))
         batch = task.batch(_int_in("batch_size", batch_size, 1, 512), torch.Generator().manual_seed(seed))
-        out = model(**batch.model_inputs(), return_internals=True)
-        hs = [out.internals["embeddings.out"]] + [out.internals[f"layer{i}.hidden"] for i in range(n_layers)]
+        hs, loss = _probe_loss(model, batch, n_layers)
         for h in hs:
             h.retain_grad()
-        keep = batch.labels != IGNORE
-        F.cross_entropy(model.mlm_logits(out.last_hidden_state[keep]), batch.labels[keep]).backward()
+        loss.backward()
         g = layer_grad_norms(model)
         param.append([g[f"layer{i}"] for i in range(n_layers)])
-        act.append([float(h.grad.norm()) for h in hs])
-        # position-specific part of the gradient (B, T, d) minus its mean over positions; 0/0 (underflow) counts as 0
-        share.append([float((h.grad - h.grad.mean(1, keepdim=True)).norm() / h.grad.norm()) if h.grad.norm() > 0 else 0.0
-                      for h in hs])
+        norms, shares = _hidden_gradient_stats([h.grad for h in hs])
+        act.append(norms)
+        share.append(shares)
     return {"param": np.array(param), "act": np.array(act), "share": np.array(share), "n_layers": n_layers,
             "residual": residual, "norm": norm, "seeds": list(seeds)}
 
@@ -480,14 +496,41 @@ def mask_demo() -> Demo:
 
 
 RESIDUAL_DEMO_LAYERS = 12
+RESIDUAL_DEMO_SEEDS = (0, 1, 2)
 # log10 of the gradient axis in the residual demo: from the underflow floor to above the largest gradient any of its
 # settings produces (about 1e3, at the top of a stack without residuals or norm)
 GRAD_VIEW = (math.log10(GRAD_FLOOR) - 1.5, 4.5)
 
 
+@functools.lru_cache(maxsize=4)  # one entry per wiring: 2 residual settings x 2 norms
+def seeded_stacks(residual: bool, norm: str) -> tuple[MiniBert, ...]:
+    """The residual demo's models: for each seed, a RESIDUAL_DEMO_LAYERS-deep stack at initialisation, wired as
+    asked. Built once per wiring, not per change: building is a third of a change's cost. The switches add no
+    random parameters, so a seed's stacks hold the same weights in every wiring (tests check it), and the demo's
+    layers slider cuts the same stacks (MiniBert's stop_at_layer). Never trained: the demo takes gradients with
+    torch.autograd.grad, which leaves the parameters' .grad empty."""
+    _check_wiring(RESIDUAL_DEMO_LAYERS, norm)
+    stacks = []
+    for seed in RESIDUAL_DEMO_SEEDS:
+        torch.manual_seed(seed)
+        stacks.append(MiniBert(block_config(RESIDUAL_DEMO_LAYERS, bool(residual), norm)))
+    return tuple(stacks)
+
+
 def residual_view(n_layers: int = 8, residual: bool = True, norm: str = "layer") -> dict:
+    """init_gradients' act and share for the demo: the first n_layers of each seed's stack (seeded_stacks), 4
+    sentences of 8 tokens per seed. Only the hidden states' gradients are taken: the parameters' are not drawn."""
+    n_layers = _check_wiring(n_layers, norm, RESIDUAL_DEMO_LAYERS)
+    task = ProbeTask("previous", vocab_size=32, seq_len=8)
+    act, share = [], []
+    for seed, model in zip(RESIDUAL_DEMO_SEEDS, seeded_stacks(bool(residual), norm)):
+        hs, loss = _probe_loss(model, task.batch(4, torch.Generator().manual_seed(seed)), n_layers)
+        norms, shares = _hidden_gradient_stats(torch.autograd.grad(loss, hs))
+        act.append(norms)
+        share.append(shares)
     label = f"{'with' if residual else 'without'} residual, norm={norm}"
-    return {label: init_gradients(n_layers, residual, norm, seeds=(0, 1, 2), batch_size=4, seq_len=8)}
+    return {label: {"act": np.array(act), "share": np.array(share), "n_layers": n_layers, "residual": residual,
+                    "norm": norm, "seeds": list(RESIDUAL_DEMO_SEEDS)}}
 
 
 def plot_residual_view(fig, results: dict) -> Update:

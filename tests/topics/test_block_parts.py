@@ -36,6 +36,30 @@ def test_init_gradients_rejects_bad_input():
         bp.init_gradients(2, seeds=())
 
 
+def test_the_residual_demo_cuts_fresh_stacks_that_share_their_weights_across_wirings():
+    wirings = [(r, n) for r in (True, False) for n in ("layer", "none")]
+    stacks = {w: bp.seeded_stacks(*w) for w in wirings}
+    for i, _seed in enumerate(bp.RESIDUAL_DEMO_SEEDS):
+        ref = dict(stacks[(True, "layer")][i].named_parameters())
+        for w in wirings:  # "none" has no norm parameters; every random one matches
+            for name, p in stacks[w][i].named_parameters():
+                assert torch.equal(p, ref[name]), (w, name)
+    full = bp.RESIDUAL_DEMO_LAYERS
+    for residual, norm in wirings:  # at full depth the demo's stacks are init_gradients' fresh models
+        (view,) = bp.residual_view(full, residual, norm).values()
+        fresh = bp.init_gradients(full, residual, norm, seeds=bp.RESIDUAL_DEMO_SEEDS, batch_size=4, seq_len=8)
+        # equal up to float32 rounding: backward() also sums the parameters' gradients, in another order
+        assert np.allclose(view["act"], fresh["act"], rtol=1e-4, atol=1e-7)
+        assert np.allclose(view["share"], fresh["share"], rtol=0, atol=1e-6)
+    (cut,) = bp.residual_view(3, False, "none").values()
+    assert cut["act"].shape == (3, 4) and cut["share"].shape == (3, 4)
+    assert all(p.grad is None for m in stacks[(False, "none")] for p in m.parameters()), "the demo never trains"
+    with pytest.raises(ValueError, match="n_layers"):
+        bp.residual_view(full + 1)
+    with pytest.raises(ValueError, match="norm"):
+        bp.residual_view(4, norm="rms")
+
+
 def test_identity_at_zero():
     kept, erased = bp.identity_at_zero(True), bp.identity_at_zero(False)
     assert kept["max_change"] < 1e-5 and kept["output_norm"] == pytest.approx(math.sqrt(32), rel=1e-5)
