@@ -72,7 +72,8 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
 
     print("\n== redraw latency per control (target median <= 100 ms, p95 <= 250 ms)")
     print("  what each redraw drew: live = only the artists that changed, over the kept background;")
-    print("  axes = the kept figure again (limits moved); figure = a new figure (plotted afresh)")
+    print("  panels = the panels whose limits moved, again; axes = the whole kept figure again;")
+    print("  figure = a new figure (plotted afresh)")
     print(f"  reference: a plain 3-panel matplotlib figure draws to PNG in {reference_figure_ms():.0f} ms here")
     for stem, factories in demo_factories().items():
         if topic not in stem:
@@ -95,7 +96,7 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
                     continue
                 med, p95 = statistics.median(times) * 1e3, float(np.percentile(times, 95)) * 1e3
                 flag = "ok " if med <= 100 and p95 <= 250 else "SLOW"
-                drawn = " ".join(f"{kind} {kinds[kind]:2d}" for kind in ("live", "axes", "figure"))
+                drawn = " ".join(f"{kind} {kinds[kind]:2d}" for kind in ("live", "panels", "axes", "figure"))
                 print(f"  {flag} {stem:28s} {factory.__name__:22s} {name:12s} median {med:6.1f} ms  p95 {p95:6.1f} ms"
                       f"  (n={len(times)}: {drawn})")
 

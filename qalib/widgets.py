@@ -13,9 +13,10 @@ ticks and text. So `plot` may build its figure once and return an `update(result
 only the artists that depend on the result (line data, bar heights, image values, titles with numbers),
 which `plot` marks with `live(...)`. Everything else is drawn once and kept as a background; a redraw
 restores it and draws the live artists over it (matplotlib's blitting). `update` returns what else it
-changed, a `Change`: nothing more (None), axis limits or ticks (`Change.AXES`: the kept figure is drawn
-again), or which panels there are (`Change.FIGURE`: `plot` runs again on a new figure). A plot function
-that returns None is simply plotted afresh on every change.
+changed: nothing more (None), the static parts of some panels (`Panels(ax, ...)`, which `set_limits` returns
+when limits move: those panels are drawn again and pasted into the kept background), anything static
+(`Change.AXES`: the kept figure is drawn again), or which panels there are (`Change.FIGURE`: `plot` runs
+again on a new figure). A plot function that returns None is simply plotted afresh on every change.
 
 If compute raises ValueError (a setting that makes no sense), the demo shows the message in place
 and keeps the last valid figure, instead of a traceback.
@@ -32,6 +33,7 @@ from typing import Any
 import ipywidgets as W
 import matplotlib
 import matplotlib.figure
+import matplotlib.transforms
 import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
@@ -46,7 +48,26 @@ class Change(enum.Enum):
     FIGURE = "figure"  # which panels there are, or their shapes: plot a new figure
 
 
-Update = Callable[[Any], "Change | None"]
+class Panels(frozenset):
+    """What an `update(result)` returns when it changed static parts (limits, ticks, labels) of these axes only:
+    they are drawn again, without the other panels, and the pixels of their areas (tick labels and titles
+    included, before and after the change) are pasted into the kept background. Their siblings (shared or twin
+    axes) are included. tests/test_demos.py compares every redraw with a fresh plot, pixel for pixel."""
+
+    def __new__(cls, *axes):
+        found = set()
+        for ax in axes:
+            found |= set(ax.get_shared_x_axes().get_siblings(ax)) | set(ax.get_shared_y_axes().get_siblings(ax))
+        return super().__new__(cls, found)
+
+    def __or__(self, other):
+        return Panels(*self, *other)
+
+    def __repr__(self) -> str:
+        return f"Panels({len(self)} axes)"
+
+
+Update = Callable[[Any], "Change | Panels | None"]
 
 
 def live(*artists):
@@ -57,13 +78,13 @@ def live(*artists):
     return artists
 
 
-def set_limits(ax, xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None) -> Change | None:
-    """Set axis limits; `Change.AXES` if they moved (the ticks must be drawn again), else None."""
+def set_limits(ax, xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None) -> Panels | None:
+    """Set axis limits; `Panels(ax)` if they moved (its ticks must be drawn again), else None."""
     moved = None
     for lim, get, set_ in ((xlim, ax.get_xlim, ax.set_xlim), (ylim, ax.get_ylim, ax.set_ylim)):
         if lim is not None and not np.allclose(get(), lim, rtol=1e-9, atol=0):
             set_(*lim)
-            moved = Change.AXES
+            moved = Panels(ax)
     return moved
 
 
@@ -99,12 +120,13 @@ def power_of_two_window(n: int, smallest: int = 8) -> int:
     return max(smallest, 1 << (int(n) - 1).bit_length())
 
 
-def most(*changes: Change | None) -> Change | None:
-    """The largest of several changes (FIGURE > AXES > None), for an update made of parts."""
+def most(*changes: Change | Panels | None) -> Change | Panels | None:
+    """The largest of several changes (FIGURE > AXES > the union of Panels > None), for an update made of parts."""
     for kind in (Change.FIGURE, Change.AXES):
         if kind in changes:
             return kind
-    return None
+    panels = [change for change in changes if isinstance(change, Panels)]
+    return Panels(*(ax for change in panels for ax in change)) if panels else None
 
 
 class Demo:
@@ -141,13 +163,15 @@ class Demo:
         self.result: Any = None
         self.error: str | None = None
         self.last_redraw_s: float = float("nan")
-        self.last_redraw_kind = ""  # "live" (only live artists), "axes" or "figure": how much the last redraw drew
+        self.last_redraw_kind = ""  # what the last redraw drew: "live" (live artists only), "panels", "axes", "figure"
         self._layouts: dict[tuple, list] = {}  # layout key -> axes positions (see _draw)
         self._new_layout_key: tuple | None = None
         self._figure: matplotlib.figure.Figure | None = None  # the kept figure, when plot returned an update
         self._update: Update | None = None
         self._live: list = []          # its live artists, in drawing order
-        self._background = None        # its pixels without them
+        self._background = None        # its pixels without them, as a blitting region
+        self._static: np.ndarray | None = None  # the same pixels, (H, W, 4)
+        self._extents: dict = {}       # each panel's area with its tick labels and titles (display units)
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%"))
         self.message = W.HTML()
         header = [W.HTML(f"<b>{title}</b>")] if title else []
@@ -200,8 +224,8 @@ class Demo:
     def _render(self, result: Any) -> matplotlib.figure.Figure:
         """Bring the figure's pixels up to `result`, drawing as little as the update allows."""
         change = Change.FIGURE if self._update is None else self._update(result)
-        self.last_redraw_kind = "live" if change is None else getattr(change, "value", "")
         if change is Change.FIGURE:
+            self.last_redraw_kind = "figure"
             fig, update = self._draw(result)
             fig.canvas.draw()  # lays out (if the layout is new) and renders everything but the live artists
             self._keep_layout(fig)
@@ -210,18 +234,60 @@ class Demo:
                 return fig
             fig.set_layout_engine("none")  # laid out once; later draws of this figure keep the positions
             self._figure, self._update, self._live = fig, update, _live_artists(fig)
+            self._keep_static()
         elif change is Change.AXES:
+            self.last_redraw_kind = "axes"
             self._figure.canvas.draw()
-        elif change is not None:
-            raise TypeError(f"update() must return None, Change.AXES or Change.FIGURE, got {change!r}")
-        fig = self._figure
-        if change is None:
-            fig.canvas.restore_region(self._background)
+            self._keep_static()
+        elif isinstance(change, Panels):
+            self.last_redraw_kind = "panels"
+            self._redraw_panels(change)
+        elif change is None:
+            self.last_redraw_kind = "live"
+            self._figure.canvas.restore_region(self._background)
         else:
-            self._background = fig.canvas.copy_from_bbox(fig.bbox)
+            raise TypeError(f"update() must return None, Panels, Change.AXES or Change.FIGURE, got {change!r}")
+        fig = self._figure
         for artist in self._live:
             fig.draw_artist(artist)
         return fig
+
+    def _keep_static(self) -> None:
+        """After the kept figure's static artists are drawn: keep them as the background, as pixels (for
+        `_redraw_panels`) and as the blitting region, and where each panel's static parts lie."""
+        fig = self._figure
+        self._static = np.array(fig.canvas.buffer_rgba())  # (H, W, 4), a copy
+        self._background = fig.canvas.copy_from_bbox(fig.bbox)
+        self._extents = {ax: _static_extent(ax) for ax in fig.axes}
+
+    def _redraw_panels(self, panels: Panels) -> None:
+        """Draw the static parts of `panels` again, without the other panels, and paste the pixels they covered
+        before and cover now into the kept background. A panel whose area touches those pixels is drawn too
+        (its pixels there would otherwise be lost), but not pasted: it has not changed."""
+        fig = self._figure
+        height, width = self._static.shape[:2]
+        new = {ax: _static_extent(ax) for ax in panels}
+        regions = []  # per panel: the pixels of its area before and now
+        for ax in panels:
+            boxes = [box for box in (self._extents.get(ax), new[ax]) if box is not None]
+            if boxes:
+                regions.append(_pixels(matplotlib.transforms.Bbox.union(boxes), height, width))
+        touching = {ax for ax in fig.axes if ax not in panels and self._extents.get(ax) is not None
+                    and any(_overlap(_pixels(self._extents[ax], height, width), r) for r in regions)}
+        hidden = [ax for ax in fig.axes if ax not in panels and ax not in touching and ax.get_visible()]
+        for ax in hidden:
+            ax.set_visible(False)
+        try:
+            fig.canvas.draw()  # the figure's face and texts, and the static artists of the panels drawn
+        finally:
+            for ax in hidden:
+                ax.set_visible(True)
+        drawn = np.asarray(fig.canvas.buffer_rgba())  # (H, W, 4)
+        for rows, cols in regions:
+            self._static[rows, cols] = drawn[rows, cols]
+        self._extents.update(new)
+        drawn[...] = self._static  # the canvas now holds the new background
+        self._background = fig.canvas.copy_from_bbox(fig.bbox)
 
     def _draw(self, result: Any) -> tuple[matplotlib.figure.Figure, Update | None]:
         """A new figure with `plot` applied and its axes laid out, and the update `plot` returned.
@@ -267,6 +333,23 @@ def _figure(figsize: tuple[float, float], dpi: int, layout: str) -> matplotlib.f
     fig = matplotlib.figure.Figure(figsize=figsize, dpi=dpi, layout=layout)
     FigureCanvasAgg(fig)
     return fig
+
+
+def _static_extent(ax) -> matplotlib.transforms.Bbox | None:
+    """Where an axes draws its static artists (ticks, labels, titles included), in display units."""
+    static = [a for a in ax.get_default_bbox_extra_artists() if not a.get_animated()]
+    return ax.get_tightbbox(ax.get_figure(root=True).canvas.get_renderer(), bbox_extra_artists=static)
+
+
+def _pixels(box: matplotlib.transforms.Bbox, height: int, width: int) -> tuple[slice, slice]:
+    """The rows and columns of pixels a display-units box touches (display y runs up, pixel rows run down)."""
+    rows = slice(max(0, height - int(np.ceil(box.y1))), min(height, height - int(np.floor(box.y0))))
+    cols = slice(max(0, int(np.floor(box.x0))), min(width, int(np.ceil(box.x1))))
+    return rows, cols
+
+
+def _overlap(a: tuple[slice, slice], b: tuple[slice, slice]) -> bool:
+    return all(max(p.start, q.start) < min(p.stop, q.stop) for p, q in zip(a, b))
 
 
 def _live_artists(fig: matplotlib.figure.Figure) -> list:

@@ -8,7 +8,7 @@ import torch
 
 import qalib
 from qalib.claims import ClaimFailed, check, check_all, check_close
-from qalib.widgets import (Change, Demo, finite_values, fixed_or_nice, live, live_title, most, nice_ceiling,
+from qalib.widgets import (Change, Demo, Panels, finite_values, fixed_or_nice, live, live_title, most, nice_ceiling,
                            power_of_two_window, set_limits)
 
 
@@ -145,12 +145,12 @@ def _live_plot(fig, r):
 calls: list[str] = []
 
 
-def _fresh_png(compute_result, positions):
+def _fresh_png(compute_result, positions, plot=None):
     """What plotting the result on a new figure with the given axes positions draws (no kept state)."""
     from qalib.widgets import _figure, _live_artists, _png
 
     fig = _figure((9.0, 3.6), 90, layout="none")
-    _live_plot(fig, compute_result)
+    (plot or _live_plot)(fig, compute_result)
     for ax, box in zip(fig.axes, positions):
         ax.set_position(box)
     fig.canvas.draw()
@@ -176,6 +176,55 @@ def test_demo_keeps_its_figure_and_redraws_only_what_changed():
     assert demo._figure is fig  # plotted once, updated four times
 
 
+def _two_panel_plot(fig, r):
+    """Two panels; only the left one's limits follow the data, and a static label on the right changes far out."""
+    left, right = fig.subplots(1, 2)
+    (rising,) = left.plot(r["x"], r["y"])
+    (falling,) = right.plot(r["x"], -r["y"])
+    right.set(xlabel="x", ylim=(-20, 0))
+    live(rising, falling)
+
+    def update(r):
+        rising.set_data(r["x"], r["y"])
+        falling.set_data(r["x"], -r["y"])
+        moved = set_limits(left, xlim=(0, 4), ylim=(0, nice_ceiling(max(r["y"].max(), 1.0))))
+        label = "x, far out" if r["y"][1] > 2.5 else "x"
+        if label != right.get_xlabel():  # a static text: only drawing the whole figure again knows its reach
+            right.set_xlabel(label)
+            return most(moved, Change.AXES)
+        return moved
+
+    update(r)
+    return update
+
+
+def test_demo_draws_again_only_the_panels_whose_limits_moved():
+    demo = Demo(_square, _two_panel_plot, {"x": W.FloatSlider(value=1.0, min=0, max=3)}, figsize=(9.0, 3.6), dpi=90)
+    fig = demo._figure
+    left, right = fig.axes
+    first = demo.image.value
+    positions = [ax.get_position() for ax in fig.axes]
+    drawn = []
+    def spy(ax, draw=None):
+        draw = ax.draw
+
+        def counted(renderer):
+            if ax.get_visible():  # a hidden axes returns at once
+                drawn.append(ax)
+            return draw(renderer)
+        ax.draw = counted
+
+    for ax in (left, right):  # count the static draws of each panel
+        spy(ax)
+    for x, kind, panels_drawn in ((1.2, "live", []), (2.0, "panels", [left]), (1.1, "panels", [left]),
+                                  (3.0, "axes", [left, right]), (1.0, "axes", [left, right])):
+        drawn.clear()
+        demo.set(x=x)
+        assert demo.last_redraw_kind == kind and drawn == panels_drawn, (x, demo.last_redraw_kind, drawn)
+        assert demo.image.value == _fresh_png(demo.result, positions, _two_panel_plot), x
+    assert demo.image.value == first and demo._figure is fig
+
+
 def test_demo_plots_a_new_figure_when_update_says_so():
     calls.clear()
     demo = Demo(lambda n: {"x": np.arange(n), "y": np.arange(n) * 1.0}, _live_plot,
@@ -190,7 +239,7 @@ def test_demo_names_a_wrong_plot_or_update_return_value():
     with pytest.raises(TypeError, match="plot must return None or an update function"):
         Demo(_square, lambda fig, r: fig.add_subplot(), {"x": W.FloatSlider(value=1.0)})
     demo = Demo(_square, lambda fig, r: (lambda r: "axes"), {"x": W.FloatSlider(value=1.0)})
-    with pytest.raises(TypeError, match="update\\(\\) must return None, Change.AXES or Change.FIGURE"):
+    with pytest.raises(TypeError, match="update\\(\\) must return None, Panels, Change.AXES or Change.FIGURE"):
         demo.set(x=2.0)
 
 
@@ -204,7 +253,11 @@ def test_limit_helpers():
     assert fixed_or_nice(2.9, 3.0) == 3.0 and fixed_or_nice(3.1, 3.0) == 5.0
     fig = matplotlib.figure.Figure()
     ax = fig.add_subplot()
-    assert set_limits(ax, ylim=(0, 2)) is Change.AXES and set_limits(ax, ylim=(0, 2)) is None
+    assert set_limits(ax, ylim=(0, 2)) == Panels(ax) and set_limits(ax, ylim=(0, 2)) is None
+    twin = ax.twinx()
+    other = fig.add_subplot(2, 1, 2)
+    assert Panels(ax) == {ax, twin} and most(None, Panels(other), Panels(ax)) == {ax, twin, other}
+    assert most(Panels(ax), Change.AXES) is Change.AXES
     assert ax.get_ylim() == (0, 2)
     numbers = live_title(ax, "static part")
     assert numbers.get_animated() and ax.get_title("left") == "static part" and not ax.title.get_animated()

@@ -13,11 +13,12 @@ import functools
 import math
 
 import ipywidgets as W
+import matplotlib.ticker
 import numpy as np
 import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.widgets import Change, Demo, Update, live, live_title, most, power_of_two_window, set_limits
+from qalib.widgets import Demo, Panels, Update, live, live_title, power_of_two_window, set_limits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,8 +319,13 @@ def plot_position_similarity(fig, learned: dict, sinus: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 # Demos
 # ---------------------------------------------------------------------------------------------
+PE_DEMO_MAX_LENGTH = 512
+# the offset axis: linear up to 16 positions (a few turns of the fastest pair, 2 pi each), base-2 log beyond
+OFFSET_LINEAR_UP_TO = 16
+
+
 def pe_compute(base: float = 10000.0, d_model: int = 64, length: int = 128) -> dict:
-    n, d, b = _int_in("length", length, 2, 1024), _even_d(d_model), _base(base)
+    n, d, b = _int_in("length", length, 2, PE_DEMO_MAX_LENGTH), _even_d(d_model), _base(base)
     pe = pe_table(n, d, b)
     dot = (pe[0] @ pe.T) / (d / 2)  # PE(0) . PE(k), normalised; same for any starting p
     turn = 2 * math.pi / float(omegas(d, b).min())
@@ -333,28 +339,34 @@ def pe_compute(base: float = 10000.0, d_model: int = 64, length: int = 128) -> d
 
 def pe_plot(fig, r: dict) -> Update:
     """Row j of the table is drawn at height j/d .. (j+1)/d, so every width d fills the panel; positions run to the
-    next power of two of the length (grey beyond it), so most moves of the length keep the axes."""
+    next power of two of the length (grey beyond it), so most moves of the length keep the axes, and a move that
+    does not redraws the left panel only: the offsets on the right have one axis for every length, linear near 0
+    (where the fastest pairs turn) and logarithmic out to the longest length (where the slowest ones do)."""
     ax1, ax2 = fig.subplots(1, 2)
     image = ax1.imshow(np.zeros((1, 1)), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, origin="lower",
                        interpolation="nearest")
     ax1.grid(False)
+    ax1.set_autoscale_on(False)  # set_extent must not move the limits behind set_limits' back
     ax1.set_facecolor("0.7")  # beyond the length; not white, which is PE = 0 in this colour map
     ax1.set(xlabel="position p (grey: beyond the length)", ylabel="dimension j / d (0 = fastest)", ylim=(0, 1))
     sizes = live_title(ax1, "PE (blue -1, red +1)")
     (dot,) = ax2.plot([], [])
     ax2.axhline(0, color="grey", lw=0.8)
-    ax2.set(title="PE(p) . PE(p + k) / (d/2)", xlabel="offset k (positions)", ylabel="normalised dot product",
+    ax2.set_xscale("symlog", base=2, linthresh=OFFSET_LINEAR_UP_TO, linscale=2)
+    ticks = [0, 8, 16, 32, 64, 128, 256, PE_DEMO_MAX_LENGTH]
+    ax2.set(title="PE(p) . PE(p + k) / (d/2)", xlabel=f"offset k (positions; log scale beyond {OFFSET_LINEAR_UP_TO})",
+            ylabel="normalised dot product", xlim=(0, PE_DEMO_MAX_LENGTH), xticks=ticks, xticklabels=map(str, ticks),
             ylim=(-1.05, 1.05))
+    ax2.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     live(image, dot)
 
-    def update(r) -> Change | None:
+    def update(r) -> Panels | None:
         n, d = r["pe"].shape
         image.set_data(r["pe"].T.numpy())  # (d, n): one row per dimension
         image.set_extent((-0.5, n - 0.5, 0, 1))
         dot.set_data(np.arange(n), r["dot"].numpy())
         sizes.set_text(f"base {r['base']:.4g}, d = {d}")
-        window = power_of_two_window(n, 8)
-        return most(set_limits(ax1, xlim=(-0.5, window - 0.5)), set_limits(ax2, xlim=(0, window - 1)))
+        return set_limits(ax1, xlim=(-0.5, power_of_two_window(n, 8) - 0.5))
 
     update(r)
     return update
@@ -363,7 +375,7 @@ def pe_plot(fig, r: dict) -> Update:
 def pe_demo() -> Demo:
     controls = {"base": W.FloatLogSlider(value=10000.0, base=10, min=0, max=6, step=0.1),
                 "d_model": W.IntSlider(value=64, min=2, max=256, step=2),
-                "length": W.IntSlider(value=128, min=8, max=512, step=8)}
+                "length": W.IntSlider(value=128, min=8, max=PE_DEMO_MAX_LENGTH, step=8)}
     return Demo(pe_compute, pe_plot, controls, title="The sinusoid: base, width and length")
 
 
