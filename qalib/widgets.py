@@ -170,8 +170,8 @@ class Demo:
         self._update: Update | None = None
         self._live: list = []          # its live artists, in drawing order
         self._background = None        # its pixels without them, as a blitting region
-        self._static: np.ndarray | None = None  # the same pixels, (H, W, 4)
-        self._extents: dict = {}       # each panel's area with its tick labels and titles (display units)
+        self._static: np.ndarray | None = None  # the same pixels, (H, W, 4), once a Panels change needs them
+        self._extents: dict | None = None  # then also each panel's area, tick labels and titles included
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%"))
         self.message = W.HTML()
         header = [W.HTML(f"<b>{title}</b>")] if title else []
@@ -235,10 +235,12 @@ class Demo:
             fig.set_layout_engine("none")  # laid out once; later draws of this figure keep the positions
             self._figure, self._update, self._live = fig, update, _live_artists(fig)
             self._keep_static()
-        elif change is Change.AXES:
+        elif change is Change.AXES or (isinstance(change, Panels) and self._extents is None):
+            # (where the panels' static parts lie is measured on the first Panels change after a full draw,
+            # which draws everything: measuring costs 10-20 ms a panel, too much to spend on every full draw)
             self.last_redraw_kind = "axes"
             self._figure.canvas.draw()
-            self._keep_static()
+            self._keep_static(measure=isinstance(change, Panels))
         elif isinstance(change, Panels):
             self.last_redraw_kind = "panels"
             self._redraw_panels(change)
@@ -252,13 +254,15 @@ class Demo:
             fig.draw_artist(artist)
         return fig
 
-    def _keep_static(self) -> None:
-        """After the kept figure's static artists are drawn: keep them as the background, as pixels (for
-        `_redraw_panels`) and as the blitting region, and where each panel's static parts lie."""
+    def _keep_static(self, measure: bool = False) -> None:
+        """After the kept figure's static artists are drawn: keep them as the blitting background and, if
+        `measure`, as pixels with where each panel's static parts lie (what `_redraw_panels` needs)."""
         fig = self._figure
-        self._static = np.array(fig.canvas.buffer_rgba())  # (H, W, 4), a copy
         self._background = fig.canvas.copy_from_bbox(fig.bbox)
-        self._extents = {ax: _static_extent(ax) for ax in fig.axes}
+        self._static, self._extents = None, None
+        if measure:
+            self._static = np.array(fig.canvas.buffer_rgba())  # (H, W, 4), a copy
+            self._extents = {ax: _static_extent(ax) for ax in fig.axes}
 
     def _redraw_panels(self, panels: Panels) -> None:
         """Draw the static parts of `panels` again, without the other panels, and paste the pixels they covered
@@ -437,4 +441,7 @@ def sweep_values(control: W.ValueWidget, n: int = 6) -> list[Any]:
     if isinstance(control, (W.IntRangeSlider, W.FloatRangeSlider)):
         lo, hi = control.min, control.max
         return [(lo, hi), (lo, lo + (hi - lo) / 2), (lo + (hi - lo) / 2, hi)]
+    if isinstance(control, (W.Text, W.Textarea)):  # typing on: a short and a long clause added, then the text again
+        text = control.value
+        return [f"{text} Then it rained.", f"{text} It was late, and the long road home was dark.", text]
     return [control.value]

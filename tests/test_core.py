@@ -216,8 +216,9 @@ def test_demo_draws_again_only_the_panels_whose_limits_moved():
 
     for ax in (left, right):  # count the static draws of each panel
         spy(ax)
-    for x, kind, panels_drawn in ((1.2, "live", []), (2.0, "panels", [left]), (1.1, "panels", [left]),
-                                  (3.0, "axes", [left, right]), (1.0, "axes", [left, right])):
+    # the first Panels change after a full draw draws everything and measures where each panel lies
+    for x, kind, panels_drawn in ((1.2, "live", []), (2.0, "axes", [left, right]), (1.1, "panels", [left]),
+                                  (2.0, "panels", [left]), (3.0, "axes", [left, right]), (1.0, "axes", [left, right])):
         drawn.clear()
         demo.set(x=x)
         assert demo.last_redraw_kind == kind and drawn == panels_drawn, (x, demo.last_redraw_kind, drawn)
@@ -296,3 +297,13 @@ def test_one_thread_restores_the_thread_count_also_when_nested():
     with one_thread():
         assert inner() == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_sweep_values_reach_every_kind_of_control():
+    from qalib.widgets import sweep_values
+
+    assert sweep_values(W.IntSlider(value=3, min=1, max=9), 3) == [1, 5, 9]
+    assert sweep_values(W.Checkbox(value=False), 2) == [True, False]
+    assert sweep_values(W.Dropdown(options=["a", "b"], value="a"), 2) == ["a", "b"]
+    typed = sweep_values(W.Text(value="I rest."))
+    assert typed[-1] == "I rest." and len(set(typed)) == 3 and all(t.startswith("I rest. ") for t in typed[:2])

@@ -29,7 +29,7 @@ from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
 from qalib.topics.multi_head_experiment import (
     HeadsResult, NeighbourPairTask, offset_profile, pruning_effect, run_heads_experiment)
-from qalib.widgets import Change, Demo, Update, live
+from qalib.widgets import Demo, Panels, Update, live
 
 # Vaswani et al. 2017, Table 3 row (A): base model, d_model = 512, dev set newstest2013 (EN-DE).
 VASWANI_TABLE3_A = {"n_heads": [1, 4, 8, 16, 32], "d_k": [512, 128, 64, 32, 16],
@@ -327,7 +327,7 @@ def attention_map(layer: int, head, text: str) -> dict:
 
 def plot_attention_map(fig, r: dict) -> Update:
     """Another layer or head changes only the map, the bars and the titles; a new sentence also changes the
-    word pieces on the map's axes and its size (Change.AXES)."""
+    word pieces on the map's axes and its size: the map's panel is drawn again (Panels)."""
     fig.set_layout_engine("none")  # fixed margins: constrained layout would cost as much as the drawing
     ax1, ax2 = fig.add_axes((0.1, 0.22, 0.42, 0.66)), fig.add_axes((0.64, 0.22, 0.33, 0.66))
     image = ax1.imshow(r["map"], cmap="viridis", vmin=0, vmax=1)
@@ -340,7 +340,7 @@ def plot_attention_map(fig, r: dict) -> Update:
     live(image, *bars, ax1.title, ax2.title)
     labelled: list[str] = []  # the word pieces on the map's axes
 
-    def update(r: dict) -> Change | None:
+    def update(r: dict) -> Panels | None:
         image.set_data(r["map"])
         for bar, mass in zip(bars, r["masses"]):
             bar.set_height(mass)
@@ -355,7 +355,7 @@ def plot_attention_map(fig, r: dict) -> Update:
         small = 8 if n <= 20 else 6
         ax1.set_xticks(range(n), labelled, rotation=90, fontsize=small)
         ax1.set_yticks(range(n), labelled, fontsize=small)
-        return Change.AXES
+        return Panels(ax1)
 
     update(r)
     return update
