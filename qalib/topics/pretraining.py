@@ -30,7 +30,7 @@ from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
-from qalib.widgets import Change, Demo, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
+from qalib.widgets import Change, Demo, Panels, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
 BERT_TABLE8 = {  # Devlin et al. 2019, appendix C.2, Table 8: masking rates MASK/SAME/RND
@@ -267,10 +267,11 @@ def _label_paths(label: str) -> tuple[Path, Path]:
 def plot_masked_sentence(fig, r) -> Update:
     """One box per word piece and one bar per share: another draw (a probability or the seed) relabels and moves
     the boxes and changes the bars. The share axis reaches twice mlm_prob (at most 1) in 1-2-5 steps, so it moves
-    only when mlm_prob crosses a step (or a draw lies far above it). Another sentence: a new figure."""
+    only when mlm_prob crosses a step (or a draw lies far above it). Another sentence only changes the boxes and
+    the title too."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
     ax1.set_axis_off()
-    ax1.set_title(f"one draw ({r['n_maskable']} maskable word pieces)", fontsize=10)
+    title = ax1.set_title("", fontsize=10)  # live: the count of maskable pieces follows the sentence
     # every box and every label in two collections: paths in points (scaled to pixels at draw time), placed at
     # offsets in axes fractions; not clipped, as a Text would not be
     points = Affine2D().scale(1 / 72) + fig.dpi_scale_trans
@@ -287,12 +288,13 @@ def plot_masked_sentence(fig, r) -> Update:
     ax2.set_xticks(xs, ["[MASK]", "random", "kept", "predicted"])
     ax2.set(ylabel="share of maskable tokens", title="outcome shares")
     ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: no bar can run into it
-    live(boxes, labels, *(bar for bars in groups.values() for bar in bars))
-    drawn = (r["tokens"], r["n_redraws"])
+    live(title, boxes, labels, *(bar for bars in groups.values() for bar in bars))
+    n_redraws = r["n_redraws"]
 
-    def update(r) -> Change | None:
-        if (r["tokens"], r["n_redraws"]) != drawn:
-            return Change.FIGURE  # another sentence: other boxes and title
+    def update(r) -> Panels | Change | None:
+        if r["n_redraws"] != n_redraws:
+            return Change.FIGURE  # another legend
+        title.set_text(f"one draw ({r['n_maskable']} maskable word pieces)")
         lefts, tops, texts, kinds_shown = zip(*_piece_boxes(r))
         glyphs, frames = zip(*map(_label_paths, texts))
         for collection, paths in ((labels, glyphs), (boxes, frames)):
