@@ -60,9 +60,6 @@ class Panels(frozenset):
             found |= set(ax.get_shared_x_axes().get_siblings(ax)) | set(ax.get_shared_y_axes().get_siblings(ax))
         return super().__new__(cls, found)
 
-    def __or__(self, other):
-        return Panels(*self, *other)
-
     def __repr__(self) -> str:
         return f"Panels({len(self)} axes)"
 

@@ -205,7 +205,7 @@ def test_demo_draws_again_only_the_panels_whose_limits_moved():
     first = demo.image.value
     positions = [ax.get_position() for ax in fig.axes]
     drawn = []
-    def spy(ax, draw=None):
+    def spy(ax):
         draw = ax.draw
 
         def counted(renderer):
