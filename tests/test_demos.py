@@ -3,7 +3,6 @@ no exception, nothing non-finite drawn, a readable message where a value makes n
 
 import random
 
-import ipywidgets as W
 import pytest
 
 from qalib.topics import demo_factories
