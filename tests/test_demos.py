@@ -3,6 +3,7 @@ no exception, nothing non-finite drawn, a readable message where a value makes n
 
 import random
 
+import ipywidgets as W
 import pytest
 
 from qalib.topics import demo_factories
@@ -75,3 +76,5 @@ def test_updating_in_place_draws_what_a_fresh_plot_draws(stem, factory):
             control.value = value
             if demo.error is None:
                 assert demo.image.value == _fresh_png(demo), f"{factory.__name__}: {name}={value!r} drew a stale figure"
+                if isinstance(control, W.Text):  # a typed sentence must not redraw static parts (qalib.fastdraw)
+                    assert demo.last_redraw_kind == "live", f"{factory.__name__}: new {name} drew {demo.last_redraw_kind}"

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.widgets import Change, Demo, Update, live
+from qalib.fastdraw import TokenLabels, bar_polygons, live_bars
+from qalib.widgets import Demo, Panels, Update, fixed_or_nice, live, set_limits
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
 
@@ -333,6 +334,7 @@ def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> di
             "note": note}
 
 
+PAIR_NORM_VIEW = 3.5  # the size axis of the pair demo: the largest sum of a MiniLM token is 3.34 ([CLS] at position 0)
 PART_VIEW = 0.2  # colour scale of the strip, +-PART_VIEW: one for every token, with or without the LayerNorm
 # 99% of the first 96 values of MiniLM's word, segment and position rows and their sum lie within +-0.2 (all within
 # +-0.8); the LayerNorm output has a std near 1 and saturates the scale, which is the point: it is far larger
@@ -340,7 +342,8 @@ PART_VIEW = 0.2  # colour scale of the strip, +-PART_VIEW: one for every token, 
 
 def plot_pair(fig, r) -> Update:
     """The chosen token's four vectors (left) and the size of each part at every token (right). Moving the token or
-    the LayerNorm box redraws only the strip, its labels and the marker; other sentences need a new figure."""
+    the LayerNorm box redraws only the strip, its labels and the marker; another sentence also replaces the bars,
+    the sum and the word pieces, which are live too (the y axis moves only for a sum beyond PAIR_NORM_VIEW)."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.1, 1])
     n_rows = len(r["rows"])
     # a mesh of (rows, 96) cells: redrawn in half the time of an image; row 0 on top, as in an image
@@ -356,20 +359,15 @@ def plot_pair(fig, r) -> Update:
     ax1.text(1.01, 0, "cos to sum", transform=ax1.get_yaxis_transform(), ha="left", va="bottom", fontsize=8)
     cosines_to_sum = [ax1.text(1.01, i + 0.5, "", transform=ax1.get_yaxis_transform(), ha="left", va="center",
                                fontsize=matplotlib.rcParams["ytick.labelsize"]) for i in range(n_rows - 1)]
-    x = np.arange(len(r["tokens"]))
-    for i, k in enumerate(("word", "segment", "position")):
-        ax2.bar(x + (i - 1) * 0.27, r["norms"][k], width=0.27, label=k, color=f"C{i}")
-    ax2.plot(x, r["norms"]["sum"], "k.-", label="sum")
+    parts = {k: live_bars(ax2, facecolors=f"C{i}", label=k) for i, k in enumerate(("word", "segment", "position"))}
+    (sum_line,) = ax2.plot([], [], "k.-", label="sum")
     marker = ax2.axvline(r["token"], color="0.5", ls=":")
-    ax2.set_xticks(x, r["tokens"], rotation=70, fontsize=7)
+    pieces = TokenLabels(ax2, "x", most=30)
     ax2.set(ylabel="L2 norm", title="Size of each part per token")
-    ax2.legend(fontsize=7, ncol=2, loc="upper right")
-    live(strip, last_row, *cosines_to_sum, ax1.title, marker)
-    sentence = (r["tokens"], r["segments"])
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: no bar can run into it
+    live(strip, last_row, *cosines_to_sum, ax1.title, *parts.values(), sum_line, marker)
 
-    def update(r) -> Change | None:
-        if (r["tokens"], r["segments"]) != sentence:
-            return Change.FIGURE  # other sentences: other bars and token labels
+    def update(r) -> Panels | None:
         strip.set_array(r["vectors"][:, :96])
         last_row.set_text(r["rows"][-1])
         for text, k in zip(cosines_to_sum, r["rows"]):
@@ -377,7 +375,14 @@ def plot_pair(fig, r) -> Update:
         i = r["token"]
         ax1.set_title(f"token {i}: {r['tokens'][i]!r} (segment {r['segments'][i]})")
         marker.set_xdata([i, i])
-        return None
+        # the bars, the sum and the word pieces are live too: without x ticks, the x limits change no static pixel
+        x = np.arange(len(r["tokens"]))
+        for j, (k, bars) in enumerate(parts.items()):
+            bars.set_verts(bar_polygons(x + (j - 1) * 0.27, r["norms"][k], width=0.27))
+        sum_line.set_data(x, r["norms"]["sum"])
+        pieces.set(r["tokens"])
+        ax2.set_xlim(-0.6, len(x) - 0.4)
+        return set_limits(ax2, ylim=(0, fixed_or_nice(r["norms"]["sum"].max(), PAIR_NORM_VIEW)))
 
     update(r)
     return update

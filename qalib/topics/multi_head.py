@@ -29,7 +29,8 @@ from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
 from qalib.topics.multi_head_experiment import (
     HeadsResult, NeighbourPairTask, offset_profile, pruning_effect, run_heads_experiment)
-from qalib.widgets import Demo, Panels, Update, live
+from qalib.fastdraw import TokenLabels
+from qalib.widgets import Demo, Update, live
 
 # Vaswani et al. 2017, Table 3 row (A): base model, d_model = 512, dev set newstest2013 (EN-DE).
 VASWANI_TABLE3_A = {"n_heads": [1, 4, 8, 16, 32], "d_k": [512, 128, 64, 32, 16],
@@ -326,36 +327,34 @@ def attention_map(layer: int, head, text: str) -> dict:
 
 
 def plot_attention_map(fig, r: dict) -> Update:
-    """Another layer or head changes only the map, the bars and the titles; a new sentence also changes the
-    word pieces on the map's axes and its size: the map's panel is drawn again (Panels)."""
-    fig.set_layout_engine("none")  # fixed margins: constrained layout would cost as much as the drawing
-    ax1, ax2 = fig.add_axes((0.1, 0.22, 0.42, 0.66)), fig.add_axes((0.64, 0.22, 0.33, 0.66))
+    """Another layer or head changes only the map, the bars and the titles; a new sentence also changes the map's
+    size and the word pieces on its axes, which are live too (the map's axes have no ticks, so its limits change
+    no static pixel): no redraw draws a static part again."""
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.4, 1])
     image = ax1.imshow(r["map"], cmap="viridis", vmin=0, vmax=1)
-    ax1.set(xlabel="key (attended to)", ylabel="query")
     ax1.grid(False)  # no colour bar: it doubles the drawing time; the scale is fixed at 0..1 (viridis)
+    keys = TokenLabels(ax1, "x", size=8, rotation=90, width_chars=10, most=28)
+    queries = TokenLabels(ax1, "y", size=8, width_chars=10, most=28)
+    ax1.set(xlabel="key (attended to)", ylabel="query")
     bars = ax2.bar(range(5), np.zeros(5), color="C0")
     ax2.axhline(0.5, ls=":", color="k")
     ax2.set(xticks=range(5), ylim=(0, 1), ylabel="mean mass per query")
     ax2.set_xticklabels(CATEGORIES, rotation=30, fontsize=8)
     live(image, *bars, ax1.title, ax2.title)
-    labelled: list[str] = []  # the word pieces on the map's axes
 
-    def update(r: dict) -> Panels | None:
+    def update(r: dict) -> None:
         image.set_data(r["map"])
         for bar, mass in zip(bars, r["masses"]):
             bar.set_height(mass)
         ax1.set_title(f"layer {r['layer']}, head {r['head']} (dark 0, yellow 1)")
         ax2.set_title(f"kind: {r['label']}")
-        if r["tokens"] == labelled:
-            return None
-        labelled[:] = r["tokens"]
-        n = len(labelled)
-        image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))  # one cell per word piece, query 0 at the top
-        ax1.set(xlim=(-0.5, n - 0.5), ylim=(n - 0.5, -0.5))
-        small = 8 if n <= 20 else 6
-        ax1.set_xticks(range(n), labelled, rotation=90, fontsize=small)
-        ax1.set_yticks(range(n), labelled, fontsize=small)
-        return Panels(ax1)
+        if r["tokens"] != keys.labels:
+            n = len(r["tokens"])
+            image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))  # one cell per word piece, query 0 at the top
+            ax1.set(xlim=(-0.5, n - 0.5), ylim=(n - 0.5, -0.5))
+            size = 8 if n <= 20 else 6
+            keys.set(r["tokens"], size=size)
+            queries.set(r["tokens"], size=size)
 
     update(r)
     return update

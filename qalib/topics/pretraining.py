@@ -30,6 +30,7 @@ from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
+from qalib.fastdraw import TokenLabels, bar_polygons, live_bars
 from qalib.widgets import Change, Demo, Panels, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
@@ -423,12 +424,12 @@ SEGMENT_VIEW = 0.3  # the relative changes of typical pairs stay below this at e
 
 def plot_segment_effect(fig, r) -> Update:
     """One bar per word piece, one point per layer: another mode or layer recolours and resizes the bars and
-    moves the two lines. Both panels share a y axis up to SEGMENT_VIEW, or for a pair that moves more, up to the
-    1-2-5 step above its largest change at any layer: moving the layer never rescales. Another pair: a new figure."""
+    moves the two lines; another pair also replaces the bars and their word pieces (all live: a new sentence
+    draws no static part again). Both panels share a y axis up to SEGMENT_VIEW, or for a pair that moves more, up
+    to the 1-2-5 step above its largest change at any layer: moving the layer never rescales."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
-    x = np.arange(len(r["tokens"]))
-    bars = ax1.bar(x, np.zeros(len(x)))
-    ax1.set_xticks(x, r["tokens"], rotation=70, fontsize=7)
+    bars = live_bars(ax1)
+    pieces = TokenLabels(ax1, "x")
     ax1.set(ylabel="||h' - h|| / ||h||")
     ax1.set_title("orange: segment id changed", loc="right", fontsize=8, fontweight="normal")  # static, beside the live one
     layers = np.arange(len(r["mean_changed"]))
@@ -436,15 +437,15 @@ def plot_segment_effect(fig, r) -> Update:
     unchanged_mean, = ax2.plot(layers, r["mean_unchanged"], "s-", color="C0", label="tokens whose id did not")
     ax2.set(xlabel="layer (0 = embedding output)", ylabel="mean relative change", title="through the layers")
     ax2.legend(fontsize=7, loc="upper right")
-    live(*bars, changed_mean, unchanged_mean, ax1.title)
-    tokens = r["tokens"]
+    live(changed_mean, unchanged_mean, ax1.title)
 
-    def update(r) -> Change | None:
-        if r["tokens"] != tokens:
-            return Change.FIGURE  # another pair: other bars and tick labels
-        for bar, height, changed in zip(bars, r["rel_change"][r["layer"]], r["changed"]):
-            bar.set_height(height)
-            bar.set_color("C1" if changed else "C0")
+    def update(r) -> Panels | None:
+        n = len(r["tokens"])
+        if r["tokens"] != pieces.labels:
+            pieces.set(r["tokens"])
+            ax1.set_xlim(-0.5, n - 0.5)  # no x ticks: the limits change no static pixel
+        bars.set_verts(bar_polygons(np.arange(n), r["rel_change"][r["layer"]]))
+        bars.set_facecolor(["C1" if changed else "C0" for changed in r["changed"]])
         changed_mean.set_ydata(r["mean_changed"])
         unchanged_mean.set_ydata(r["mean_unchanged"])
         ax1.set_title(f"layer {r['layer']} ('{r['mode']}')")

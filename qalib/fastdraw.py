@@ -1,0 +1,157 @@
+"""Live artists that redraw in a few milliseconds, for demos whose plot changes with a typed sentence.
+
+A tick label is a Text: Agg rasterises it glyph by glyph (about 0.5 ms a label plus 0.2 ms a glyph), and a new
+sentence also changes the axis limits, so the whole panel has to be drawn again. Here the word pieces are glyph
+outlines in one PathCollection and the bars are polygons in one PolyCollection: both are `live` artists whose
+contents an update replaces, so a new sentence redraws only them, over the kept background.
+
+    labels = TokenLabels(ax, "x")          # no ticks on x; room for the labels reserved below the axes
+    labels.set(["[CLS]", "the", "cat"])    # in update(): one label at each of x = 0, 1, 2
+    bars = live_bars(ax, width=0.8)
+    bars.set_verts(bar_polygons(x, heights, width=0.8))
+
+The axis keeps no ticks, so moving its limits changes no static pixel (nothing static depends on them): an
+update may set them and return None.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.font_manager import FontProperties
+from matplotlib.path import Path
+from matplotlib.textpath import TextPath, text_to_path
+from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory
+
+from qalib.widgets import live
+
+ELLIPSIS = "\u2026"
+
+
+@functools.lru_cache(maxsize=64)
+def _font(size: float) -> FontProperties:
+    return FontProperties(size=size)  # looked up once: finding the font is most of a TextPath's cost
+
+
+@functools.lru_cache(maxsize=8192)
+def text_width(text: str, size: float) -> float:
+    """The advance width of `text` in the default font at `size` points, in points."""
+    return text_to_path.get_text_width_height_descent(text, _font(size), ismath=False)[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def fitted(text: str, size: float, max_width: float) -> str:
+    """`text`, or its longest beginning that fits in `max_width` points with an ellipsis after it."""
+    if text_width(text, size) <= max_width:
+        return text
+    for end in range(len(text) - 1, 0, -1):
+        if text_width(text[:end] + ELLIPSIS, size) <= max_width:
+            return text[:end] + ELLIPSIS
+    return ELLIPSIS
+
+
+@functools.lru_cache(maxsize=4096)
+def label_path(text: str, size: float, rotation: float) -> Path:
+    """`text` as glyph outlines in points, its right end's middle at the origin, turned `rotation` degrees
+    counter-clockwise about that point: how a right-aligned tick label sits against its tick."""
+    width, height, descent = text_to_path.get_text_width_height_descent(text, _font(size), ismath=False)
+    glyphs = TextPath((0, 0), text, prop=_font(size))
+    to_anchor = Affine2D().translate(-width, descent - height / 2).rotate_deg(rotation)
+    return to_anchor.transform_path(glyphs)
+
+
+class TokenLabels:
+    """Labels at data positions along the x axis (below the axes) or the y axis (left of it), drawn as one live
+    collection of glyph outlines.
+
+    The axis loses its ticks. Room for labels `width_chars` digits wide is reserved with an invisible text (so
+    that constrained layout leaves it free), the axis label is moved beyond it, and longer labels are cut to
+    fit with an ellipsis. Of more than `most` labels, every k-th one is shown (the smallest k that shows at
+    most `most`), so that a long text stays readable.
+    """
+
+    def __init__(self, ax, axis: str = "x", *, size: float = 7.0, rotation: float | None = None,
+                 width_chars: int = 12, most: int = 40, pad: float = 3.5) -> None:
+        if axis not in ("x", "y"):
+            raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+        if not (size > 0 and width_chars >= 1 and most >= 1 and pad >= 0):
+            raise ValueError(f"size, width_chars, most and pad must be positive, got {size}, {width_chars}, "
+                             f"{most}, {pad}")
+        self.most = int(most)
+        fig = ax.get_figure(root=True)
+        self.ax, self.axis, self.size = ax, axis, float(size)
+        self.rotation = float(rotation if rotation is not None else (70.0 if axis == "x" else 0.0))
+        self.max_width = text_width("0" * width_chars, self.size)  # in points
+        # where a label's anchor sits: `pad` points outside the spine, at its data position along the axis
+        if axis == "x":
+            ax.set_xticks([])
+            along = blended_transform_factory(ax.transData, ax.transAxes)
+            outside = ScaledTranslation(0, -pad / 72, fig.dpi_scale_trans)
+        else:
+            ax.set_yticks([])
+            along = blended_transform_factory(ax.transAxes, ax.transData)
+            outside = ScaledTranslation(-pad / 72, 0, fig.dpi_scale_trans)
+        self._positions = {"x": lambda p: np.c_[p, np.zeros(len(p))], "y": lambda p: np.c_[np.zeros(len(p)), p]}[axis]
+        self.collection = PathCollection([], offsets=np.zeros((0, 2)), offset_transform=along + outside,
+                                         transform=Affine2D().scale(1 / 72) + fig.dpi_scale_trans,  # points -> pixels
+                                         facecolors=mpl.rcParams[f"{axis}tick.labelcolor"]
+                                         if mpl.rcParams[f"{axis}tick.labelcolor"] != "inherit"
+                                         else mpl.rcParams[f"{axis}tick.color"],
+                                         linewidths=0, clip_on=False)
+        self.collection.set_in_layout(False)  # the reserve below stands in for it
+        ax.add_collection(self.collection, autolim=False)
+        live(self.collection)
+        # The reserve: the widest label, right-aligned at the far end of the axis like the labels, invisible.
+        corner = (1.0, 0.0) if axis == "x" else (0.0, 0.5)
+        self.reserve = ax.text(*corner, "0" * width_chars, transform=ax.transAxes + outside, fontsize=self.size,
+                               rotation=self.rotation, rotation_mode="anchor", ha="right", va="center", alpha=0.0)
+        # how far the labels reach from the spine, in points: a box max_width x height turned by `rotation`
+        height = text_to_path.get_text_width_height_descent("0", _font(self.size), ismath=False)[1]
+        angle = math.radians(self.rotation)
+        reach = (self.max_width * abs(math.sin(angle)) + height / 2 * abs(math.cos(angle)) if axis == "x"
+                 else self.max_width * abs(math.cos(angle)) + height / 2 * abs(math.sin(angle)))
+        beyond = pad + reach + 2.0
+        if axis == "x":
+            ax.xaxis.set_label_coords(0.5, 0.0, ax.transAxes + ScaledTranslation(0, -beyond / 72, fig.dpi_scale_trans))
+        else:
+            ax.yaxis.set_label_coords(0.0, 0.5, ax.transAxes + ScaledTranslation(-beyond / 72, 0, fig.dpi_scale_trans))
+        self.labels: list[str] = []
+
+    def set(self, labels, positions=None, size: float | None = None) -> None:
+        """Show `labels` at `positions` (data units along the axis; default 0, 1, 2, ...), at `size` points
+        (default the size given at construction; the reserved width stays)."""
+        labels = [str(label) for label in labels]
+        positions = np.arange(len(labels)) if positions is None else np.asarray(positions, dtype=float)
+        if positions.shape != (len(labels),):
+            raise ValueError(f"{len(labels)} labels need {len(labels)} positions, got shape {positions.shape}")
+        size = self.size if size is None else float(size)
+        self.labels = labels
+        step = max(1, -(-len(labels) // self.most))  # ceil(n / most): every step-th label is shown
+        self.collection.set_paths([label_path(fitted(label, size, self.max_width), size, self.rotation)
+                                   for label in labels[::step]])
+        self.collection.set_offsets(self._positions(positions[::step]))
+
+
+def bar_polygons(x, heights, width: float = 0.8) -> np.ndarray:
+    """The corners of bars centred at `x` with these heights (from 0), as PolyCollection vertices: (n, 4, 2)."""
+    x, heights = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(heights, dtype=float))
+    left, right = x - width / 2, x + width / 2
+    zero = np.zeros_like(x)
+    return np.stack([np.c_[left, zero], np.c_[left, heights], np.c_[right, heights], np.c_[right, zero]], axis=1)
+
+
+def live_bars(ax, **kwargs) -> PolyCollection:
+    """An empty live collection of bars on `ax` (fill it with `set_verts(bar_polygons(...))`); keyword arguments
+    go to PolyCollection (facecolors, label, ...). Edges as the style draws bar edges."""
+    kwargs.setdefault("edgecolors", mpl.rcParams["patch.edgecolor"] if mpl.rcParams["patch.force_edgecolor"]
+                      else "none")
+    kwargs.setdefault("linewidths", mpl.rcParams["patch.linewidth"])
+    # not antialiased: edges on whole pixels, as bar patches are snapped, so that bars under a pixel wide still show
+    bars = PolyCollection([], antialiaseds=False, **kwargs)
+    ax.add_collection(bars, autolim=False)
+    live(bars)
+    return bars

@@ -1,0 +1,119 @@
+"""qalib.fastdraw: word pieces as one collection of glyph outlines, bars as one collection of polygons."""
+
+import matplotlib.figure
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.transforms import Bbox
+
+from qalib.fastdraw import ELLIPSIS, TokenLabels, bar_polygons, fitted, label_path, live_bars, text_width
+
+
+def _figure(layout="constrained"):
+    fig = matplotlib.figure.Figure(figsize=(6, 3), dpi=90, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _label_boxes(labels: TokenLabels) -> list[Bbox]:
+    """Where each label's glyphs land, in display units (the figure must have been drawn: the layout is set)."""
+    to_pixels = labels.collection.get_transform()
+    anchors = labels.collection.get_offset_transform().transform(labels.collection.get_offsets())
+    return [path.transformed(to_pixels).get_extents().translated(*anchor)
+            for path, anchor in zip(labels.collection.get_paths(), anchors)]
+
+
+def test_fitted_keeps_short_labels_and_cuts_long_ones_to_the_width():
+    assert fitted("cat", 7.0, 50.0) == "cat"
+    long = "antidisestablishmentarianism"
+    cut = fitted(long, 7.0, 50.0)
+    assert cut.endswith(ELLIPSIS) and long.startswith(cut[:-1]) and len(cut) < len(long)
+    assert text_width(cut, 7.0) <= 50.0 < text_width(cut[:-1] + long[len(cut) - 1] + ELLIPSIS, 7.0)
+    assert fitted(long, 7.0, 0.1) == ELLIPSIS  # no room at all: the ellipsis alone says something was cut
+
+
+@pytest.mark.parametrize("rotation", [0.0, 70.0, 90.0])
+def test_a_label_path_ends_at_the_origin(rotation):
+    """The right end of the text, halfway up, sits at the origin, whatever the rotation (as for a tick label)."""
+    width = text_width("word", 10.0)
+    points = label_path("word", 10.0, rotation).vertices  # glyph outlines and their control points, (k, 2)
+    angle = np.radians(rotation)
+    end = np.array([np.cos(angle), np.sin(angle)])  # the direction the text runs in
+    along = points @ end  # every point lies behind the origin along the text, within its width (+ side bearings)
+    assert along.max() <= 1.0 and along.min() >= -width - 1.0
+    across = points @ np.array([-end[1], end[0]])
+    assert abs(across.max() + across.min()) < 3.0  # centred across the text, to a few tenths of the font size
+
+
+def test_token_labels_sit_below_the_axes_clear_of_the_axis_label_and_inside_the_figure():
+    fig = _figure()
+    ax = fig.add_subplot()
+    labels = TokenLabels(ax, "x", width_chars=10)
+    ax.set_xlabel("key")
+    tokens = ["[CLS]", "the", "0000000000", "a-much-longer-piece-than-fits", "[SEP]"]
+    labels.set(tokens)
+    ax.set_xlim(-0.5, len(tokens) - 0.5)
+    fig.canvas.draw()
+    assert list(ax.get_xticks()) == []
+    assert labels.labels == tokens
+    boxes = _label_boxes(labels)
+    spine = ax.get_window_extent().y0
+    axis_label = ax.xaxis.label.get_window_extent()
+    for box in boxes:
+        assert box.y1 < spine, "a label reaches into the axes"
+        assert box.y0 > axis_label.y1, "a label runs into the axis label"
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), "a label left the figure"
+    xs = [(box.x0 + box.x1) / 2 for box in boxes]
+    assert xs == sorted(xs)  # in order along the axis
+
+
+def test_token_labels_on_the_y_axis_sit_left_of_it_clear_of_its_label():
+    fig = _figure()
+    ax = fig.add_subplot()
+    labels = TokenLabels(ax, "y", size=8, width_chars=8)
+    ax.set_ylabel("query")
+    labels.set(["a", "bb", "ccccccccccccccccccc"], positions=[0.0, 1.0, 2.0], size=6)
+    ax.set_ylim(2.5, -0.5)
+    fig.canvas.draw()
+    assert list(ax.get_yticks()) == []
+    spine = ax.get_window_extent().x0
+    axis_label = ax.yaxis.label.get_window_extent()
+    for box in _label_boxes(labels):
+        assert axis_label.x1 < box.x0 and box.x1 < spine
+
+
+def test_token_labels_name_bad_arguments():
+    ax = _figure().add_subplot()
+    with pytest.raises(ValueError, match="axis must be"):
+        TokenLabels(ax, "z")
+    with pytest.raises(ValueError, match="width_chars"):
+        TokenLabels(ax, "x", width_chars=0)
+    labels = TokenLabels(ax, "x")
+    with pytest.raises(ValueError, match="3 labels need 3 positions"):
+        labels.set(["a", "b", "c"], positions=[0, 1])
+
+
+def test_bar_polygons_and_live_bars():
+    corners = bar_polygons([0.0, 2.0], [1.5, -1.0], width=0.5)  # (n, 4, 2)
+    assert corners.shape == (2, 4, 2)
+    np.testing.assert_allclose(corners[0], [[-0.25, 0], [-0.25, 1.5], [0.25, 1.5], [0.25, 0]])
+    np.testing.assert_allclose(corners[1, :, 1], [0, -1.0, -1.0, 0])
+    assert bar_polygons(np.arange(3), 2.0).shape == (3, 4, 2)  # one height for every bar
+    ax = _figure().add_subplot()
+    bars = live_bars(ax, facecolors="C1")
+    bars.set_verts(corners)
+    assert bars.get_animated() and bars in ax.collections and len(bars.get_paths()) == 2
+
+
+def test_token_labels_thin_out_a_long_text_and_take_no_text():
+    ax = _figure().add_subplot()
+    labels = TokenLabels(ax, "x", most=10)
+    pieces = [f"w{i}" for i in range(25)]
+    labels.set(pieces)
+    assert labels.labels == pieces  # what was asked for, for comparing with the next sentence
+    offsets = labels.collection.get_offsets()
+    assert len(labels.collection.get_paths()) == 9 and list(offsets[:, 0]) == list(range(0, 25, 3))
+    labels.set(pieces[:10])
+    assert len(labels.collection.get_paths()) == 10  # up to `most`, every one
+    labels.set([])
+    assert len(labels.collection.get_paths()) == 0
