@@ -54,67 +54,80 @@ def fitted(text: str, size: float, max_width: float) -> str:
     return ELLIPSIS
 
 
+_HA = {"left": 0.0, "center": 0.5, "right": 1.0}  # where the anchor is along a text's layout box
+_VA = {"bottom": 0.0, "center": 0.5, "top": 1.0}   # ... and across it (bottom = the descender's bottom)
+
+
 @functools.lru_cache(maxsize=4096)
-def label_path(text: str, size: float, rotation: float) -> Path:
-    """`text` as glyph outlines in points, its right end's middle at the origin, turned `rotation` degrees
-    counter-clockwise about that point: how a right-aligned tick label sits against its tick."""
+def label_path(text: str, size: float, rotation: float = 0.0, ha: str = "right", va: str = "center") -> Path:
+    """`text` as glyph outlines in points, with the point (ha, va) of its layout box at the origin, turned
+    `rotation` degrees counter-clockwise about it: a Text with rotation_mode='anchor' placed at the origin."""
     width, height, descent = text_to_path.get_text_width_height_descent(text, _font(size), ismath=False)
-    glyphs = TextPath((0, 0), text, prop=_font(size))
-    to_anchor = Affine2D().translate(-width, descent - height / 2).rotate_deg(rotation)
+    glyphs = TextPath((0, 0), text, prop=_font(size))  # baseline at y = 0, descenders below it
+    to_anchor = Affine2D().translate(-_HA[ha] * width, descent - _VA[va] * height).rotate_deg(rotation)
     return to_anchor.transform_path(glyphs)
+
+
+def _reach(width: float, height: float, rotation: float, ha: str, va: str) -> tuple[float, float]:
+    """How far below and how far left of its anchor a box width x height (in points) anchored at (ha, va) and
+    turned by `rotation` reaches."""
+    xs = np.array([-_HA[ha], 1 - _HA[ha]]) * width
+    ys = np.array([-_VA[va], 1 - _VA[va]]) * height
+    corners = np.array([(x, y) for x in xs for y in ys])  # (4, 2)
+    turned = corners @ Affine2D().rotate_deg(rotation).get_matrix()[:2, :2].T
+    return float(-turned[:, 1].min()), float(-turned[:, 0].min())
 
 
 class TokenLabels:
     """Labels at data positions along the x axis (below the axes) or the y axis (left of it), drawn as one live
-    collection of glyph outlines.
+    collection of glyph outlines: word pieces, or tick labels that follow moving limits.
 
     The axis loses its ticks. Room for labels `width_chars` digits wide is reserved with an invisible text (so
     that constrained layout leaves it free), the axis label is moved beyond it, and longer labels are cut to
     fit with an ellipsis. Of more than `most` labels, every k-th one is shown (the smallest k that shows at
-    most `most`), so that a long text stays readable.
+    most `most`), so that a long text stays readable. By default x labels are turned 70 degrees and end at
+    their position, as do y labels (not turned); x labels not turned are centred under it.
     """
 
-    def __init__(self, ax, axis: str = "x", *, size: float = 7.0, rotation: float | None = None,
+    def __init__(self, ax, axis: str = "x", *, size: float | str = 7.0, rotation: float | None = None,
                  width_chars: int = 12, most: int = 40, pad: float = 3.5) -> None:
         if axis not in ("x", "y"):
             raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
-        if not (size > 0 and width_chars >= 1 and most >= 1 and pad >= 0):
+        if not ((isinstance(size, str) or size > 0) and width_chars >= 1 and most >= 1 and pad >= 0):
             raise ValueError(f"size, width_chars, most and pad must be positive, got {size}, {width_chars}, "
                              f"{most}, {pad}")
-        self.most = int(most)
         fig = ax.get_figure(root=True)
-        self.ax, self.axis, self.size = ax, axis, float(size)
+        size = FontProperties(size=size).get_size_in_points()  # also 'small', 'medium', ... as rcParams give them
+        self.ax, self.axis, self.size, self.most = ax, axis, float(size), int(most)
         self.rotation = float(rotation if rotation is not None else (70.0 if axis == "x" else 0.0))
+        self.ha, self.va = ("center", "top") if axis == "x" and self.rotation == 0 else ("right", "center")
         self.max_width = text_width("0" * width_chars, self.size)  # in points
         # where a label's anchor sits: `pad` points outside the spine, at its data position along the axis
         if axis == "x":
             ax.set_xticks([])
             along = blended_transform_factory(ax.transData, ax.transAxes)
             outside = ScaledTranslation(0, -pad / 72, fig.dpi_scale_trans)
+            self._positions = lambda p: np.c_[p, np.zeros(len(p))]  # (n, 2) offsets
         else:
             ax.set_yticks([])
             along = blended_transform_factory(ax.transAxes, ax.transData)
             outside = ScaledTranslation(-pad / 72, 0, fig.dpi_scale_trans)
-        self._positions = {"x": lambda p: np.c_[p, np.zeros(len(p))], "y": lambda p: np.c_[np.zeros(len(p)), p]}[axis]
+            self._positions = lambda p: np.c_[np.zeros(len(p)), p]
+        colour = mpl.rcParams[f"{axis}tick.labelcolor"]
         self.collection = PathCollection([], offsets=np.zeros((0, 2)), offset_transform=along + outside,
                                          transform=Affine2D().scale(1 / 72) + fig.dpi_scale_trans,  # points -> pixels
-                                         facecolors=mpl.rcParams[f"{axis}tick.labelcolor"]
-                                         if mpl.rcParams[f"{axis}tick.labelcolor"] != "inherit"
-                                         else mpl.rcParams[f"{axis}tick.color"],
+                                         facecolors=mpl.rcParams[f"{axis}tick.color"] if colour == "inherit" else colour,
                                          linewidths=0, clip_on=False)
         self.collection.set_in_layout(False)  # the reserve below stands in for it
         ax.add_collection(self.collection, autolim=False)
         live(self.collection)
-        # The reserve: the widest label, right-aligned at the far end of the axis like the labels, invisible.
-        corner = (1.0, 0.0) if axis == "x" else (0.0, 0.5)
-        self.reserve = ax.text(*corner, "0" * width_chars, transform=ax.transAxes + outside, fontsize=self.size,
-                               rotation=self.rotation, rotation_mode="anchor", ha="right", va="center", alpha=0.0)
-        # how far the labels reach from the spine, in points: a box max_width x height turned by `rotation`
+        # The reserve: the widest label, anchored like the labels halfway along the axis, invisible.
+        self.reserve = ax.text(*((0.5, 0.0) if axis == "x" else (0.0, 0.5)), "0" * width_chars,
+                               transform=ax.transAxes + outside, fontsize=self.size, rotation=self.rotation,
+                               rotation_mode="anchor", ha=self.ha, va=self.va, alpha=0.0)
         height = text_to_path.get_text_width_height_descent("0", _font(self.size), ismath=False)[1]
-        angle = math.radians(self.rotation)
-        reach = (self.max_width * abs(math.sin(angle)) + height / 2 * abs(math.cos(angle)) if axis == "x"
-                 else self.max_width * abs(math.cos(angle)) + height / 2 * abs(math.sin(angle)))
-        beyond = pad + reach + 2.0
+        below, left = _reach(self.max_width, height, self.rotation, self.ha, self.va)
+        beyond = pad + (below if axis == "x" else left) + 2.0  # where the axis label goes, in points from the spine
         if axis == "x":
             ax.xaxis.set_label_coords(0.5, 0.0, ax.transAxes + ScaledTranslation(0, -beyond / 72, fig.dpi_scale_trans))
         else:
@@ -131,8 +144,8 @@ class TokenLabels:
         size = self.size if size is None else float(size)
         self.labels = labels
         step = max(1, -(-len(labels) // self.most))  # ceil(n / most): every step-th label is shown
-        self.collection.set_paths([label_path(fitted(label, size, self.max_width), size, self.rotation)
-                                   for label in labels[::step]])
+        self.collection.set_paths([label_path(fitted(label, size, self.max_width), size, self.rotation, self.ha,
+                                              self.va) for label in labels[::step]])
         self.collection.set_offsets(self._positions(positions[::step]))
 
 

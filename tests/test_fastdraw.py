@@ -1,6 +1,7 @@
 """qalib.fastdraw: word pieces as one collection of glyph outlines, bars as one collection of polygons."""
 
 import matplotlib.figure
+import matplotlib.font_manager
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -30,6 +31,14 @@ def test_fitted_keeps_short_labels_and_cuts_long_ones_to_the_width():
     assert cut.endswith(ELLIPSIS) and long.startswith(cut[:-1]) and len(cut) < len(long)
     assert text_width(cut, 7.0) <= 50.0 < text_width(cut[:-1] + long[len(cut) - 1] + ELLIPSIS, 7.0)
     assert fitted(long, 7.0, 0.1) == ELLIPSIS  # no room at all: the ellipsis alone says something was cut
+
+
+def test_a_centred_label_path_hangs_from_the_origin():
+    """ha='center', va='top' (an x tick label not turned): centred on the origin, below it."""
+    width = text_width("word", 10.0)
+    points = label_path("word", 10.0, 0.0, "center", "top").vertices
+    assert abs(points[:, 0].max() + points[:, 0].min()) < 1.0 and points[:, 0].max() - points[:, 0].min() <= width
+    assert -0.5 < points[:, 1].max() <= 0.5 and points[:, 1].min() > -12.0
 
 
 @pytest.mark.parametrize("rotation", [0.0, 70.0, 90.0])
@@ -80,6 +89,22 @@ def test_token_labels_on_the_y_axis_sit_left_of_it_clear_of_its_label():
     axis_label = ax.yaxis.label.get_window_extent()
     for box in _label_boxes(labels):
         assert axis_label.x1 < box.x0 and box.x1 < spine
+
+
+def test_tick_labels_not_turned_are_centred_under_their_positions():
+    fig = _figure()
+    ax = fig.add_subplot()
+    labels = TokenLabels(ax, "x", size="medium", rotation=0, width_chars=3)
+    ax.set_xlabel("position")
+    labels.set(["0", "50", "100"], positions=[0, 50, 100])
+    ax.set_xlim(-0.5, 127.5)
+    fig.canvas.draw()
+    assert labels.size == pytest.approx(matplotlib.font_manager.FontProperties(size="medium").get_size_in_points())
+    axis_label = ax.xaxis.label.get_window_extent()
+    for box, x in zip(_label_boxes(labels), [0, 50, 100]):
+        centre = ax.transData.transform((x, 0))[0]
+        assert abs((box.x0 + box.x1) / 2 - centre) < 1.0  # pixels
+        assert axis_label.y1 < box.y0 and box.y1 < ax.get_window_extent().y0
 
 
 def test_token_labels_name_bad_arguments():

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.widgets import Demo, Panels, Update, live, live_title, power_of_two_window, set_limits
+from qalib.fastdraw import TokenLabels
+from qalib.widgets import Demo, Update, live, live_title, power_of_two_window
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,16 +340,18 @@ def pe_compute(base: float = 10000.0, d_model: int = 64, length: int = 128) -> d
 
 def pe_plot(fig, r: dict) -> Update:
     """Row j of the table is drawn at height j/d .. (j+1)/d, so every width d fills the panel; positions run to the
-    next power of two of the length (grey beyond it), so most moves of the length keep the axes, and a move that
-    does not redraws the left panel only: the offsets on the right have one axis for every length, linear near 0
+    next power of two of the length (grey beyond it), labelled by live glyphs (qalib.fastdraw), so no move of
+    the length draws a static part again: the offsets on the right have one axis for every length, linear near 0
     (where the fastest pairs turn) and logarithmic out to the longest length (where the slowest ones do)."""
     ax1, ax2 = fig.subplots(1, 2)
     image = ax1.imshow(np.zeros((1, 1)), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, origin="lower",
                        interpolation="nearest")
     ax1.grid(False)
-    ax1.set_autoscale_on(False)  # set_extent must not move the limits behind set_limits' back
+    ax1.set_autoscale_on(False)  # set_extent must not move the limits: update sets them
     ax1.set_facecolor("0.7")  # beyond the length; not white, which is PE = 0 in this colour map
     ax1.set(xlabel="position p (grey: beyond the length)", ylabel="dimension j / d (0 = fastest)", ylim=(0, 1))
+    positions = TokenLabels(ax1, "x", size=matplotlib.rcParams["xtick.labelsize"], rotation=0, width_chars=3)
+    position_ticks = matplotlib.ticker.MaxNLocator(nbins=5, steps=[1, 2, 5, 10], integer=True)
     sizes = live_title(ax1, "PE (blue -1, red +1)")
     (dot,) = ax2.plot([], [])
     ax2.axhline(0, color="grey", lw=0.8)
@@ -360,13 +363,17 @@ def pe_plot(fig, r: dict) -> Update:
     ax2.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     live(image, dot)
 
-    def update(r) -> Panels | None:
+    def update(r) -> None:
         n, d = r["pe"].shape
         image.set_data(r["pe"].T.numpy())  # (d, n): one row per dimension
         image.set_extent((-0.5, n - 0.5, 0, 1))
         dot.set_data(np.arange(n), r["dot"].numpy())
         sizes.set_text(f"base {r['base']:.4g}, d = {d}")
-        return set_limits(ax1, xlim=(-0.5, power_of_two_window(n, 8) - 0.5))
+        window = power_of_two_window(n, 8)
+        ax1.set_xlim(-0.5, window - 0.5)  # no ticks on this axis: the limits change no static pixel
+        ticks = position_ticks.tick_values(0, window - 1)
+        ticks = ticks[(ticks >= 0) & (ticks <= window - 1)]
+        positions.set([f"{t:.0f}" for t in ticks], positions=ticks)
 
     update(r)
     return update
