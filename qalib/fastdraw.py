@@ -1,14 +1,15 @@
-"""Live artists that redraw in a few milliseconds, for demos whose plot changes with a typed sentence.
+"""Live artists that redraw in a few milliseconds: labels along an axis and bars that change with a setting.
 
-A tick label is a Text: Agg rasterises it glyph by glyph (about 0.5 ms a label plus 0.2 ms a glyph), and a new
-sentence also changes the axis limits, so the whole panel has to be drawn again. Here the word pieces are glyph
-outlines in one PathCollection and the bars are polygons in one PolyCollection: both are `live` artists whose
-contents an update replaces, so a new sentence redraws only them, over the kept background.
+A tick label is a Text: Agg rasterises it glyph by glyph (about 0.5 ms a label plus 0.2 ms a glyph), and when
+the labels change (a typed sentence's word pieces) or the limits move, the whole panel has to be drawn again.
+Here labels are glyph outlines in one PathCollection and bars are polygons in one PolyCollection: both are
+`live` artists whose contents an update replaces, so such a change redraws only them, over the kept background.
 
-    labels = TokenLabels(ax, "x")          # no ticks on x; room for the labels reserved below the axes
-    labels.set(["[CLS]", "the", "cat"])    # in update(): one label at each of x = 0, 1, 2
-    bars = live_bars(ax, width=0.8)
-    bars.set_verts(bar_polygons(x, heights, width=0.8))
+    pieces = LiveTickLabels(ax, "x")       # no ticks on x; room for the labels reserved below the axes
+    bars = live_bars(ax, facecolors="C0")
+    ...
+    pieces.set(["[CLS]", "the", "cat"])    # in update(): one label at each of x = 0, 1, 2
+    bars.set_verts(bar_polygons([0, 1, 2], heights))
 
 The axis keeps no ticks, so moving its limits changes no static pixel (nothing static depends on them): an
 update may set them and return None.
@@ -78,7 +79,7 @@ def _reach(width: float, height: float, rotation: float, ha: str, va: str) -> tu
     return float(-turned[:, 1].min()), float(-turned[:, 0].min())
 
 
-class TokenLabels:
+class LiveTickLabels:
     """Labels at data positions along the x axis (below the axes) or the y axis (left of it), drawn as one live
     collection of glyph outlines: word pieces, or tick labels that follow moving limits.
 
@@ -163,7 +164,7 @@ def live_bars(ax, **kwargs) -> PolyCollection:
     kwargs.setdefault("edgecolors", mpl.rcParams["patch.edgecolor"] if mpl.rcParams["patch.force_edgecolor"]
                       else "none")
     kwargs.setdefault("linewidths", mpl.rcParams["patch.linewidth"])
-    # not antialiased: edges on whole pixels, as bar patches are snapped, so that bars under a pixel wide still show
+    # not antialiased: crisp edges on whole pixels, as snapped bar patches have
     bars = PolyCollection([], antialiaseds=False, **kwargs)
     ax.add_collection(bars, autolim=False)
     live(bars)

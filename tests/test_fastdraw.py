@@ -7,7 +7,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.transforms import Bbox
 
-from qalib.fastdraw import ELLIPSIS, TokenLabels, bar_polygons, fitted, label_path, live_bars, text_width
+from qalib.fastdraw import ELLIPSIS, LiveTickLabels, bar_polygons, fitted, label_path, live_bars, text_width
 
 
 def _figure(layout="constrained"):
@@ -16,7 +16,7 @@ def _figure(layout="constrained"):
     return fig
 
 
-def _label_boxes(labels: TokenLabels) -> list[Bbox]:
+def _label_boxes(labels: LiveTickLabels) -> list[Bbox]:
     """Where each label's glyphs land, in display units (the figure must have been drawn: the layout is set)."""
     to_pixels = labels.collection.get_transform()
     anchors = labels.collection.get_offset_transform().transform(labels.collection.get_offsets())
@@ -57,7 +57,7 @@ def test_a_label_path_ends_at_the_origin(rotation):
 def test_token_labels_sit_below_the_axes_clear_of_the_axis_label_and_inside_the_figure():
     fig = _figure()
     ax = fig.add_subplot()
-    labels = TokenLabels(ax, "x", width_chars=10)
+    labels = LiveTickLabels(ax, "x", width_chars=10)
     ax.set_xlabel("key")
     tokens = ["[CLS]", "the", "0000000000", "a-much-longer-piece-than-fits", "[SEP]"]
     labels.set(tokens)
@@ -79,7 +79,7 @@ def test_token_labels_sit_below_the_axes_clear_of_the_axis_label_and_inside_the_
 def test_token_labels_on_the_y_axis_sit_left_of_it_clear_of_its_label():
     fig = _figure()
     ax = fig.add_subplot()
-    labels = TokenLabels(ax, "y", size=8, width_chars=8)
+    labels = LiveTickLabels(ax, "y", size=8, width_chars=8)
     ax.set_ylabel("query")
     labels.set(["a", "bb", "ccccccccccccccccccc"], positions=[0.0, 1.0, 2.0], size=6)
     ax.set_ylim(2.5, -0.5)
@@ -94,7 +94,7 @@ def test_token_labels_on_the_y_axis_sit_left_of_it_clear_of_its_label():
 def test_tick_labels_not_turned_are_centred_under_their_positions():
     fig = _figure()
     ax = fig.add_subplot()
-    labels = TokenLabels(ax, "x", size="medium", rotation=0, width_chars=3)
+    labels = LiveTickLabels(ax, "x", size="medium", rotation=0, width_chars=3)
     ax.set_xlabel("position")
     labels.set(["0", "50", "100"], positions=[0, 50, 100])
     ax.set_xlim(-0.5, 127.5)
@@ -110,10 +110,10 @@ def test_tick_labels_not_turned_are_centred_under_their_positions():
 def test_token_labels_name_bad_arguments():
     ax = _figure().add_subplot()
     with pytest.raises(ValueError, match="axis must be"):
-        TokenLabels(ax, "z")
+        LiveTickLabels(ax, "z")
     with pytest.raises(ValueError, match="width_chars"):
-        TokenLabels(ax, "x", width_chars=0)
-    labels = TokenLabels(ax, "x")
+        LiveTickLabels(ax, "x", width_chars=0)
+    labels = LiveTickLabels(ax, "x")
     with pytest.raises(ValueError, match="3 labels need 3 positions"):
         labels.set(["a", "b", "c"], positions=[0, 1])
 
@@ -132,7 +132,7 @@ def test_bar_polygons_and_live_bars():
 
 def test_token_labels_thin_out_a_long_text_and_take_no_text():
     ax = _figure().add_subplot()
-    labels = TokenLabels(ax, "x", most=10)
+    labels = LiveTickLabels(ax, "x", most=10)
     pieces = [f"w{i}" for i in range(25)]
     labels.set(pieces)
     assert labels.labels == pieces  # what was asked for, for comparing with the next sentence

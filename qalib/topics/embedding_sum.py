@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.fastdraw import TokenLabels, bar_polygons, live_bars
+from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
 from qalib.widgets import Demo, Panels, Update, fixed_or_nice, live, set_limits
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
@@ -362,7 +362,7 @@ def plot_pair(fig, r) -> Update:
     parts = {k: live_bars(ax2, facecolors=f"C{i}", label=k) for i, k in enumerate(("word", "segment", "position"))}
     (sum_line,) = ax2.plot([], [], "k.-", label="sum")
     marker = ax2.axvline(r["token"], color="0.5", ls=":")
-    pieces = TokenLabels(ax2, "x", most=30)
+    pieces = LiveTickLabels(ax2, "x", most=30)
     ax2.set(ylabel="L2 norm", title="Size of each part per token")
     ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: no bar can run into it
     live(strip, last_row, *cosines_to_sum, ax1.title, *parts.values(), sum_line, marker)

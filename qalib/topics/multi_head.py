@@ -29,7 +29,7 @@ from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
 from qalib.topics.multi_head_experiment import (
     HeadsResult, NeighbourPairTask, offset_profile, pruning_effect, run_heads_experiment)
-from qalib.fastdraw import TokenLabels
+from qalib.fastdraw import LiveTickLabels
 from qalib.widgets import Demo, Update, live
 
 # Vaswani et al. 2017, Table 3 row (A): base model, d_model = 512, dev set newstest2013 (EN-DE).
@@ -333,8 +333,8 @@ def plot_attention_map(fig, r: dict) -> Update:
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.4, 1])
     image = ax1.imshow(r["map"], cmap="viridis", vmin=0, vmax=1)
     ax1.grid(False)  # no colour bar: it doubles the drawing time; the scale is fixed at 0..1 (viridis)
-    keys = TokenLabels(ax1, "x", size=8, rotation=90, width_chars=10, most=28)
-    queries = TokenLabels(ax1, "y", size=8, width_chars=10, most=28)
+    keys = LiveTickLabels(ax1, "x", size=8, rotation=90, width_chars=10, most=28)
+    queries = LiveTickLabels(ax1, "y", size=8, width_chars=10, most=28)
     ax1.set(xlabel="key (attended to)", ylabel="query")
     bars = ax2.bar(range(5), np.zeros(5), color="C0")
     ax2.axhline(0.5, ls=":", color="k")

@@ -30,7 +30,7 @@ from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
-from qalib.fastdraw import TokenLabels, bar_polygons, live_bars
+from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
 from qalib.widgets import Change, Demo, Panels, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
@@ -429,7 +429,7 @@ def plot_segment_effect(fig, r) -> Update:
     to the 1-2-5 step above its largest change at any layer: moving the layer never rescales."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.6, 1])
     bars = live_bars(ax1)
-    pieces = TokenLabels(ax1, "x")
+    pieces = LiveTickLabels(ax1, "x")
     ax1.set(ylabel="||h' - h|| / ||h||")
     ax1.set_title("orange: segment id changed", loc="right", fontsize=8, fontweight="normal")  # static, beside the live one
     layers = np.arange(len(r["mean_changed"]))

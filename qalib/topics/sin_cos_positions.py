@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.fastdraw import TokenLabels
+from qalib.fastdraw import LiveTickLabels
 from qalib.widgets import Demo, Update, live, live_title, power_of_two_window
 
 
@@ -350,7 +350,7 @@ def pe_plot(fig, r: dict) -> Update:
     ax1.set_autoscale_on(False)  # set_extent must not move the limits: update sets them
     ax1.set_facecolor("0.7")  # beyond the length; not white, which is PE = 0 in this colour map
     ax1.set(xlabel="position p (grey: beyond the length)", ylabel="dimension j / d (0 = fastest)", ylim=(0, 1))
-    positions = TokenLabels(ax1, "x", size=matplotlib.rcParams["xtick.labelsize"], rotation=0, width_chars=3)
+    positions = LiveTickLabels(ax1, "x", size=matplotlib.rcParams["xtick.labelsize"], rotation=0, width_chars=3)
     position_ticks = matplotlib.ticker.MaxNLocator(nbins=5, steps=[1, 2, 5, 10], integer=True)
     sizes = live_title(ax1, "PE (blue -1, red +1)")
     (dot,) = ax2.plot([], [])
