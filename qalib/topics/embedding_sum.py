@@ -334,7 +334,9 @@ def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> di
             "note": note}
 
 
-PAIR_NORM_VIEW = 3.5  # the size axis of the pair demo: the largest sum of a MiniLM token is 3.34 ([CLS] at position 0)
+PAIR_NORM_VIEW = 3.5  # the pair demo's size axis. Every pair starts with [CLS] at position 0: its sum has norm 3.34;
+# at any later position no sum exceeds 1.69 + 0.48 + 0.97 = 3.15 (the largest word, segment and position rows: the
+# triangle inequality). So the axis holds every typed pair (tests/topics/test_embedding_sum.py checks both numbers).
 PART_VIEW = 0.2  # colour scale of the strip, +-PART_VIEW: one for every token, with or without the LayerNorm
 # 99% of the first 96 values of MiniLM's word, segment and position rows and their sum lie within +-0.2 (all within
 # +-0.8); the LayerNorm output has a std near 1 and saturates the scale, which is the point: it is far larger

@@ -196,6 +196,17 @@ def test_real_subspaces_and_probe(minilm):
 # -- demos -------------------------------------------------------------------------------------
 
 
+def test_the_pair_demos_size_axis_holds_every_pair(minilm):
+    """[CLS] always sits at position 0; at every later position the triangle inequality bounds the sum."""
+    model, tok = minilm
+    emb = model.embeddings
+    rows = {name: table.weight.detach().norm(dim=-1) for name, table in
+            (("word", emb.word_embeddings), ("segment", emb.token_type_embeddings), ("position", emb.position_embeddings))}
+    later = rows["word"].max() + rows["segment"].max() + rows["position"][1:].max()
+    cls = es.pair_parts("Hi.", "", token=0)["norms"]["sum"][0]
+    assert later < es.PAIR_NORM_VIEW and cls < es.PAIR_NORM_VIEW, (float(later), float(cls))
+
+
 def test_pair_demo_messages(minilm):
     r = es.pair_parts("Hello there.", "", token=99)
     assert "past the last token" in r["note"] and r["token"] == len(r["tokens"]) - 1
