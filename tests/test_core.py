@@ -70,8 +70,38 @@ def test_seed_everything_reproduces():
 
 def test_use_style_validates():
     qalib.use_style("talk")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="context must be one of"):
         qalib.use_style("huge")
+
+
+def test_the_talk_style_draws_the_notebook_figure_larger():
+    """Same layout, 1.5x the pixels: nothing that fits in a notebook figure overlaps on the projector."""
+    def layout_and_size(context):
+        qalib.use_style(context)
+        demo = Demo(_square, _plot_titled, {"x": W.FloatSlider(value=1.0, min=0.0, max=2.0)})
+        positions = [ax.get_position().bounds for ax in demo._figure.axes]
+        width = int.from_bytes(demo.image.value[16:20], "big")  # the PNG's pixel width
+        return np.array(positions), width
+
+    try:
+        notebook, talk = layout_and_size("notebook"), layout_and_size("talk")
+    finally:
+        qalib.use_style("notebook")
+    np.testing.assert_allclose(talk[0], notebook[0], atol=0.01)
+    assert talk[1] == pytest.approx(1.5 * notebook[1], rel=0.01)
+
+
+def _plot_titled(fig, r):
+    ax1, ax2 = fig.subplots(1, 2)
+    for ax in (ax1, ax2):
+        ax.set(title="a title of some length", xlabel="an axis label", ylabel="another axis label")
+    (line,) = ax1.plot(r["x"], r["y"])
+    live(line)
+
+    def update(r):
+        line.set_data(r["x"], r["y"])
+
+    return update
 
 
 def _square(x):
