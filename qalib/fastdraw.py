@@ -160,10 +160,9 @@ def bar_polygons(x, heights, width: float = 0.8) -> np.ndarray:
 
 def live_bars(ax, **kwargs) -> PolyCollection:
     """An empty live collection of bars on `ax` (fill it with `set_verts(bar_polygons(...))`); keyword arguments
-    go to PolyCollection (facecolors, label, ...). Edges as the style draws bar edges."""
-    kwargs.setdefault("edgecolors", mpl.rcParams["patch.edgecolor"] if mpl.rcParams["patch.force_edgecolor"]
-                      else "none")
-    kwargs.setdefault("linewidths", mpl.rcParams["patch.linewidth"])
+    go to PolyCollection (facecolors, label, ...). No edges by default: the style's white bar edges (1 pt a side)
+    would leave a narrow bar of a group almost no face."""
+    kwargs.setdefault("linewidths", 0)
     # not antialiased: crisp edges on whole pixels, as snapped bar patches have
     bars = PolyCollection([], antialiaseds=False, **kwargs)
     ax.add_collection(bars, autolim=False)
