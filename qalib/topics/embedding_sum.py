@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
-from qalib.widgets import Demo, Panels, Update, fixed_or_nice, live, set_limits
+from qalib.widgets import Demo, Update, live
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
 
@@ -334,9 +334,9 @@ def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> di
             "note": note}
 
 
-PAIR_NORM_VIEW = 3.5  # the pair demo's size axis. Every pair starts with [CLS] at position 0: its sum has norm 3.34;
-# at any later position no sum exceeds 1.69 + 0.48 + 0.97 = 3.15 (the largest word, segment and position rows: the
-# triangle inequality). So the axis holds every typed pair (tests/topics/test_embedding_sum.py checks both numbers).
+PAIR_NORM_VIEW = 3.5  # the pair demo's fixed size axis. Every pair starts with [CLS] at position 0: its sum has norm
+# 3.34; at any later position no sum exceeds 1.69 + 0.48 + 0.97 = 3.15 (the largest word, segment and position rows:
+# the triangle inequality). So the axis holds every typed pair (tests/topics/test_embedding_sum.py checks both).
 PART_VIEW = 0.2  # colour scale of the strip, +-PART_VIEW: one for every token, with or without the LayerNorm
 # 99% of the first 96 values of MiniLM's word, segment and position rows and their sum lie within +-0.2 (all within
 # +-0.8); the LayerNorm output has a std near 1 and saturates the scale, which is the point: it is far larger
@@ -345,7 +345,7 @@ PART_VIEW = 0.2  # colour scale of the strip, +-PART_VIEW: one for every token, 
 def plot_pair(fig, r) -> Update:
     """The chosen token's four vectors (left) and the size of each part at every token (right). Moving the token or
     the LayerNorm box redraws only the strip, its labels and the marker; another sentence also replaces the bars,
-    the sum and the word pieces, which are live too (the y axis moves only for a sum beyond PAIR_NORM_VIEW)."""
+    the sum and the word pieces, which are live too, on a size axis fixed at PAIR_NORM_VIEW."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.1, 1])
     n_rows = len(r["rows"])
     # a mesh of (rows, 96) cells: redrawn in half the time of an image; row 0 on top, as in an image
@@ -365,11 +365,11 @@ def plot_pair(fig, r) -> Update:
     (sum_line,) = ax2.plot([], [], "k.-", label="sum")
     marker = ax2.axvline(r["token"], color="0.5", ls=":")
     pieces = LiveTickLabels(ax2, "x", most=30)
-    ax2.set(ylabel="L2 norm", title="Size of each part per token")
+    ax2.set(ylabel="L2 norm", title="Size of each part per token", ylim=(0, PAIR_NORM_VIEW))
     ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside: no bar can run into it
     live(strip, last_row, *cosines_to_sum, ax1.title, *parts.values(), sum_line, marker)
 
-    def update(r) -> Panels | None:
+    def update(r) -> None:
         strip.set_array(r["vectors"][:, :96])
         last_row.set_text(r["rows"][-1])
         for text, k in zip(cosines_to_sum, r["rows"]):
@@ -384,7 +384,6 @@ def plot_pair(fig, r) -> Update:
         sum_line.set_data(x, r["norms"]["sum"])
         pieces.set(r["tokens"])
         ax2.set_xlim(-0.6, len(x) - 0.4)
-        return set_limits(ax2, ylim=(0, fixed_or_nice(r["norms"]["sum"].max(), PAIR_NORM_VIEW)))
 
     update(r)
     return update

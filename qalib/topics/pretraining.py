@@ -354,7 +354,7 @@ def pair_stats(language, half_len: int = 12, n: int = 4000, seed: int = 0) -> di
 @torch.no_grad()
 def hidden_states(model, input_ids, token_type_ids, attention_mask=None) -> torch.Tensor:
     """(L + 1, T, d): the embedding output and every layer's output for the first sequence of a batch."""
-    with one_thread(), torch.no_grad():
+    with one_thread():
         states = model(input_ids, token_type_ids, attention_mask, output_hidden_states=True).hidden_states
     return torch.stack([h[0] for h in states])  # L + 1 of (T, d) -> (L + 1, T, d)
 
