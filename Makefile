@@ -41,7 +41,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not notebook"
 
 bench: setup
-	$(PY) -m qalib.bench
+	$(PY) -m qalib.tools.bench
 
 # Presenter view for class: demos and figures without the code, large type. NB=01_scaled_attention
 NB ?= 01_scaled_attention
@@ -49,10 +49,10 @@ present: setup
 	QALIB_STYLE=talk $(VENV)/bin/voila notebooks/$(NB).ipynb --strip_sources=True
 
 site: setup
-	$(PY) -m qalib.site
+	$(PY) -m qalib.tools.site
 
 strip: setup
-	$(PY) -m qalib.nbtools strip notebooks/*.ipynb
+	$(PY) -m qalib.tools.nbtools strip notebooks/*.ipynb
 
 lock: setup
 	{ head -2 requirements/constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^torch=='; } > requirements/constraints.txt.new

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from qalib.paths import NOTEBOOKS
+from qalib.tools.paths import NOTEBOOKS
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from qalib.nbtools import execute_twice, has_outputs, notebook_paths
+from qalib.tools.nbtools import execute_twice, has_outputs, notebook_paths
 
 from conftest import NOTEBOOK_TIMES
 

@@ -5,7 +5,7 @@ import re
 
 import nbformat
 
-from qalib.site import MATHJAX_URL, copy_mathjax, index_page, offline_exporter, render_widget, staticize
+from qalib.tools.site import MATHJAX_URL, copy_mathjax, index_page, offline_exporter, render_widget, staticize
 
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 STATE = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qalib.nbtools import notebook_paths
+from qalib.tools.nbtools import notebook_paths
 
 from lab_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SCREENSHOTS, server
 
@@ -178,7 +178,7 @@ def test_site_pages_typeset_formulas_with_the_network_blocked(browser, tmp_path)
     """`make site` pages read offline: MathJax comes from the site's own copy, nothing is fetched from elsewhere."""
     import nbformat
 
-    from qalib.site import copy_mathjax, offline_exporter
+    from qalib.tools.site import copy_mathjax, offline_exporter
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(r"Divide by $\sqrt{d_k}$: $$q \cdot k$$")])
     body, _ = offline_exporter().from_notebook_node(nb)

@@ -1,7 +1,7 @@
 """Notebook plumbing shared by the tests, the benchmark and the static site (nbformat + nbclient).
 
-    python -m qalib.nbtools strip notebooks/*.ipynb    # remove outputs before committing
-    python -m qalib.nbtools run notebooks/01_*.ipynb   # execute headless, print time and ticks
+    python -m qalib.tools.nbtools strip notebooks/*.ipynb    # remove outputs before committing
+    python -m qalib.tools.nbtools run notebooks/01_*.ipynb   # execute headless, print time and ticks
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from qalib.claims import TICK
-from qalib.paths import NOTEBOOKS
+from qalib.tools.paths import NOTEBOOKS
 
 
 def notebook_paths() -> list[Path]:
@@ -97,7 +97,7 @@ def ticks(nb) -> int:
 def main(argv: list[str]) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m qalib.nbtools")
+    parser = argparse.ArgumentParser(prog="python -m qalib.tools.nbtools")
     parser.add_argument("command", choices=["strip", "run"])
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--timeout", type=int, default=180, help="seconds per cell for `run` (default 180)")

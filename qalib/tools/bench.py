@@ -5,7 +5,7 @@
     3. MiniBert vs transformers.BertForMaskedLM, same config and batch, training and inference tokens/s,
        and the fraction of this machine's measured matmul throughput the training step reaches
 
-    python -m qalib.bench [--only notebooks|redraw|model] [--topic TEXT]
+    python -m qalib.tools.bench [--only notebooks|redraw|model] [--topic TEXT]
 
 --topic limits the notebooks and demos to those whose notebook name contains TEXT (e.g. --topic 05).
 """
@@ -23,7 +23,7 @@ from qalib.widgets import sweep_values
 
 
 def bench_notebooks(topic: str = "") -> None:
-    from qalib.nbtools import execute, notebook_paths, ticks
+    from qalib.tools.nbtools import execute, notebook_paths, ticks
 
     print("\n== notebooks: headless execution (target <= 60 s each, <= 300 s total)")
     total = 0.0
@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--topic", default="", help="only notebooks and demos whose notebook name contains this")
     args = parser.parse_args()
     if args.only in (None, "model"):
-        from qalib.bench_model import bench_model
+        from qalib.tools.bench_model import bench_model
 
         bench_model()
     if args.only in (None, "redraw"):

@@ -1,6 +1,6 @@
 """`make site`: execute every notebook headless and write a static HTML site that needs no kernel.
 
-    python -m qalib.site [--out site] [--only 01_scaled_attention ...]
+    python -m qalib.tools.site [--out site] [--only 01_scaled_attention ...]
 
 site/index.html lists the questions with their short answers (qalib.catalog); site/<notebook>.html shows
 each notebook with its outputs. Widgets are rendered to plain HTML from the state they were left in
@@ -22,8 +22,8 @@ import nbformat
 from nbconvert import HTMLExporter
 
 from qalib.catalog import CATALOG
-from qalib.nbtools import execute, notebook_paths, ticks
-from qalib.paths import ROOT
+from qalib.tools.nbtools import execute, notebook_paths, ticks
+from qalib.tools.paths import ROOT
 
 TEMPLATES = Path(__file__).parent / "site_templates"
 MATHJAX_URL = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"  # relative: the pages sit next to mathjax/

@@ -1,0 +1,8 @@
+"""Tooling around the collection, not teaching code: no notebook imports these modules.
+
+    paths        -- where the project's files are (the catalog finds the notebooks through it)
+    nbtools      -- execute, strip and read the ticks of notebooks (the tests, the bench and the site use it)
+    site         -- `make site`: every notebook executed headless into an offline static HTML site
+    bench        -- `make bench`: notebook times, redraw latencies of every control
+    bench_model  -- model throughput against Hugging Face's BertForMaskedLM
+"""
