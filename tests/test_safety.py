@@ -24,7 +24,22 @@ def test_no_unsafe_loading_or_network(path):
         assert not re.search(pattern, text), f"{path.relative_to(ROOT)} uses {what}"
 
 
-def test_in_process_tests_have_no_route_out():
-    """conftest.py blocks every non-loopback connection during the tests."""
-    with pytest.raises(OSError, match="network"):
-        socket.create_connection(("192.0.2.1", 80), timeout=1)
+def test_the_network_guard_is_installed_and_refuses_before_dialing(monkeypatch):
+    """conftest.py replaces socket.connect for every in-process test. This proves it without sending a packet: the
+    real connect is swapped for a stub that records what reaches it, so a guard that let an address through would
+    show up in `reached` (and never touch the network)."""
+    import conftest
+
+    assert socket.socket.connect is conftest._loopback_only_connect, "the loopback-only guard is not installed"
+    reached = []
+    monkeypatch.setattr(conftest, "_real_connect", lambda sock, address: reached.append(address))
+    for family, address in ((socket.AF_INET, ("192.0.2.1", 80)), (socket.AF_INET, ("10.0.0.1", 443)),
+                            (socket.AF_INET, ("example.org", 80)), (socket.AF_INET6, ("2001:db8::1", 80, 0, 0))):
+        with socket.socket(family, socket.SOCK_STREAM) as sock, pytest.raises(OSError, match="no network"):
+            sock.connect(address)
+    assert reached == [], f"the guard let these through to the real connect: {reached}"
+    for family, address in ((socket.AF_INET, ("127.0.0.1", 9)), (socket.AF_INET, ("localhost", 9)),
+                            (socket.AF_INET6, ("::1", 9, 0, 0))):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.connect(address)
+    assert [a[0] for a in reached] == ["127.0.0.1", "localhost", "::1"], "loopback must stay open for Jupyter"

@@ -59,26 +59,6 @@ def execute(path: Path, timeout: int = 180, store_widget_state: bool = False, en
     return nb, time.perf_counter() - start
 
 
-def execute_twice(path: Path, timeout: int = 180):
-    """Run every cell, then every cell again, in ONE kernel (a student re-running the notebook).
-
-    Returns (notebook after the second run, tick lines of run 1, tick lines of run 2, seconds of run 1).
-    """
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False, shutdown_kernel="immediate",
-                            resources={"metadata": {"path": str(Path(path).parent)}})
-    runs, first_secs = [], 0.0
-    with client.setup_kernel():
-        for run in range(2):
-            start = time.perf_counter()
-            for index, cell in enumerate(nb.cells):
-                client.execute_cell(cell, index)
-            if run == 0:
-                first_secs = time.perf_counter() - start
-            runs.append(tick_lines(nb))
-    return nb, runs[0], runs[1], first_secs
-
-
 def tick_lines(nb) -> list[str]:
     """The lines printed by claim checks, in order."""
     lines = []

@@ -29,7 +29,8 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def server(kind: str, notebook: str | None = None, timeout: float = 60.0):
-    """Yield (base_url, token) of a running `jupyter lab` or `voila NOTEBOOK` bound to 127.0.0.1."""
+    """Yield (base_url, token, served folder) of a running `jupyter lab` or `voila NOTEBOOK` bound to 127.0.0.1.
+    The folder holds a copy of notebooks/: what the browser saves lands there."""
     # Serve a copy: JupyterLab autosaves, and the browser test must never write outputs into the repository.
     workdir = Path(tempfile.mkdtemp(prefix="qalib-browser-"))
     shutil.copytree(ROOT / "notebooks", workdir / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -59,7 +60,7 @@ def server(kind: str, notebook: str | None = None, timeout: float = 60.0):
             if time.time() > deadline:
                 raise TimeoutError(f"{kind} server did not answer on port {port} within {timeout:.0f} s")
             time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}", token
+        yield f"http://127.0.0.1:{port}", token, workdir
     finally:
         proc.terminate()
         try:

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from qalib.tools.nbtools import notebook_paths
+import nbformat
 
+from qalib.tools.nbtools import notebook_paths, tick_lines
+
+from conftest import record_claims
 from lab_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SCREENSHOTS, server
 
 pytestmark = pytest.mark.browser
@@ -40,8 +43,8 @@ def browser():
 @pytest.fixture(scope="module")
 def lab():
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    with server("lab") as (url, token):
-        yield url, token
+    with server("lab") as served:
+        yield served
 
 
 def _wait(predicate, timeout: float, what: str, poll: float = 0.25):
@@ -78,6 +81,24 @@ def _errors(page) -> list[str]:
 def _menu(page, top: str, item: str):
     page.locator(".lm-MenuBar-itemLabel", has_text=top).first.click()
     page.locator(".lm-Menu-itemLabel", has_text=item).first.click()
+
+
+def _saved_claims(page, path: Path) -> list[str]:
+    """Save the notebook from the browser (File > Save Notebook) and read the claim lines of what was saved:
+    what this JupyterLab kernel printed, to compare with the headless run."""
+    before = path.stat().st_mtime_ns
+    _menu(page, "File", "Save Notebook")
+
+    def saved() -> bool:
+        if path.stat().st_mtime_ns == before:
+            return False
+        try:
+            return bool(nbformat.read(path, as_version=4).cells)
+        except Exception:  # caught mid-write: poll again
+            return False
+
+    _wait(saved, 30, f"JupyterLab to save {path.name}")
+    return tick_lines(nbformat.read(path, as_version=4))
 
 
 def _image_src(demo) -> str:
@@ -119,7 +140,7 @@ def _move_control(page, demo) -> str:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_and_every_demo_responds(browser, lab, name):
-    url, token = lab
+    url, token, served = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(f"{url}/lab/tree/notebooks/{name}?reset&token={token}")
@@ -133,6 +154,7 @@ def test_notebook_runs_and_every_demo_responds(browser, lab, name):
               60, "execution to start")
         _wait_idle(page, 400)
         assert not _errors(page), f"{name}: a cell shows an error:\n{_errors(page)[0][:2000]}"
+        record_claims(name, "JupyterLab", _saved_claims(page, served / "notebooks" / name))
         demos = page.locator(".qalib-demo")
         n = demos.count()
         if not name.startswith("00_"):
@@ -158,7 +180,7 @@ def test_notebook_runs_and_every_demo_responds(browser, lab, name):
 def test_presenter_view_hides_code_and_controls_work(browser):
     topic = [n for n in NOTEBOOKS if not n.startswith("00_")]
     name = topic[0] if topic else NOTEBOOKS[0]
-    with server("voila", notebook=name) as (url, token):
+    with server("voila", notebook=name) as (url, token, _):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             page.goto(f"{url}/?token={token}", timeout=240_000)
