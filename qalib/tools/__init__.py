@@ -5,4 +5,5 @@
     site         -- `make site`: every notebook executed headless into an offline static HTML site
     bench        -- `make bench`: notebook times, redraw latencies of every control
     bench_model  -- model throughput against Hugging Face's BertForMaskedLM
+    bench_timing -- the wall-clock statements of the notebooks, judged over several rounds
 """

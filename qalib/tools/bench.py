@@ -4,8 +4,9 @@
     2. each demo control: time from a value change to the finished redraw (median <= 100 ms, p95 <= 250 ms)
     3. MiniBert vs transformers.BertForMaskedLM, same config and batch, training and inference tokens/s,
        and the fraction of this machine's measured matmul throughput the training step reaches
+    4. the notebooks' wall-clock statements (bench_timing): the notebooks print their timings, this judges them
 
-    python -m qalib.tools.bench [--only notebooks|redraw|model] [--topic TEXT]
+    python -m qalib.tools.bench [--only notebooks|redraw|model|timing] [--topic TEXT]
 
 --topic limits the notebooks and demos to those whose notebook name contains TEXT (e.g. --topic 05).
 """
@@ -103,13 +104,17 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["notebooks", "redraw", "model"])
+    parser.add_argument("--only", choices=["notebooks", "redraw", "model", "timing"])
     parser.add_argument("--topic", default="", help="only notebooks and demos whose notebook name contains this")
     args = parser.parse_args()
     if args.only in (None, "model"):
         from qalib.tools.bench_model import bench_model
 
         bench_model()
+    if args.only in (None, "timing"):
+        from qalib.tools.bench_timing import bench_timings
+
+        bench_timings()
     if args.only in (None, "redraw"):
         bench_redraws(topic=args.topic)
     if args.only in (None, "notebooks"):

@@ -1,0 +1,38 @@
+"""The wall-clock statements the notebooks make, checked here rather than in the notebooks.
+
+A timing on a shared 2-core machine moves with whatever else runs, so a notebook only prints what its run measured,
+and `make bench` (a quiet machine, several repeats) judges the statement:
+
+    07: attention with 8 heads is not faster than with 1 head at the same d_model (the FLOPs are equal, and 8
+        softmaxes over T^2 entries cost more than one);
+    10: full attention's time grows with an exponent of about 2 in T (1.6-3.2: above 2 once the T x T tensors leave
+        the cache), Linformer's (fixed k = 64) below 1.5, and at T = 2048 Linformer is more than 4x faster.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def bench_timings(rounds: int = 5) -> dict[str, bool]:
+    """Each statement over `rounds` independent measurements; it holds if it holds in the median round."""
+    from qalib.topics.block_parts import cost_curve
+    from qalib.topics.multi_head import time_attention
+
+    print("\n== the notebooks' timing statements (median of", rounds, "rounds)")
+    ratios = [time_attention(8) / time_attention(1) for _ in range(rounds)]
+    heads = float(np.median(ratios)) >= 1.0
+    print(f"  {'ok ' if heads else 'FAIL'} 07 8 heads / 1 head, d=256 T=128 batch 8: time ratio "
+          f"median {np.median(ratios):.2f} (rounds {min(ratios):.2f}-{max(ratios):.2f}), statement: >= 1")
+    curves = [cost_curve((128, 256, 512, 1024, 2048), heads=1, d_head=32, k_proj=64, repeats=3, seed=r)
+              for r in range(rounds)]
+    full = float(np.median([c["exp_time_full"] for c in curves]))
+    lin = float(np.median([c["exp_time_lin"] for c in curves]))
+    speedup = float(np.median([c["time_full"][-1] / c["time_lin"][-1] for c in curves]))
+    results = {"07 heads": heads, "10 exponent full": 1.6 < full < 3.2, "10 exponent Linformer": lin < 1.5,
+               "10 speed-up at 2048": speedup > 4}
+    for what, value, statement in (("10 exponent full", full, "in (1.6, 3.2)"),
+                                   ("10 exponent Linformer", lin, "< 1.5"),
+                                   ("10 speed-up at 2048", speedup, "> 4")):
+        print(f"  {'ok ' if results[what] else 'FAIL'} {what:24s} median {value:6.2f}, statement: {statement}")
+    return results
