@@ -19,9 +19,6 @@ QKProjection = Literal["separate", "shared"]
 Norm = Literal["layer", "batch", "batch_masked", "rms", "none"]
 NormPlacement = Literal["post", "pre"]
 
-ABSOLUTE_POSITIONS = ("learned", "sinusoidal", "none")
-RELATIVE_POSITIONS = ("shaw", "relative_key_query", "rotary", "alibi")
-
 
 @dataclass(frozen=True)
 class MiniBertConfig:

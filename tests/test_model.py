@@ -154,6 +154,26 @@ def test_embed_scale_multiplies_word_embeddings():
     assert torch.allclose(w1, w0 * 32 ** 0.5)
 
 
+def _parameter_names(pos: str) -> list[str]:
+    return [name for name, _ in MiniBert(BASE.replace(pos=pos)).named_parameters()]
+
+
+@pytest.mark.parametrize("pos", SWITCHES["pos"])
+def test_position_parameters_keep_their_names_and_places(pos):
+    """Checkpoints (qalib/pretrained.py) and notebooks read these names, and torch.manual_seed gives the
+    notebooks' weights only while parameters are created in the same order: the learned table right after the
+    segment table, Shaw's tables right after each layer's output projection. No scheme adds a saved buffer."""
+    expected = []
+    for name in _parameter_names("none"):
+        expected.append(name)
+        if pos == "learned" and name == "embeddings.token_type_embeddings.weight":
+            expected.append("embeddings.position_embeddings.weight")
+        if pos in ("shaw", "relative_key_query") and name.endswith(".attention.output.bias"):
+            expected.append(name.replace(".output.bias", ".position.distance_embedding.weight"))
+    assert _parameter_names(pos) == expected
+    assert list(MiniBert(BASE.replace(pos=pos)).state_dict()) == expected
+
+
 def test_concat_has_more_parameters_than_sum():
     assert MiniBert(BASE.replace(embed_combine="concat")).num_parameters() - MiniBert(BASE).num_parameters() == 3 * 32 * 32 + 32
 
