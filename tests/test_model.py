@@ -193,7 +193,7 @@ def test_sinusoidal_runs_longer_than_max_len_and_learned_explains_why_not():
         ({"pos": "sinusoidal", "d_model": 33, "n_heads": 1}, "even d_model"),
         ({"pos": "absolute"}, "MiniBertConfig.pos must be one of"),
         ({"norm": "group"}, "MiniBertConfig.norm must be one of"),
-        ({"attn_scale": -1.0}, "attn_scale"),
+        ({"attn_scale": -1.0}, r"attn_scale must be one of \('inv_sqrt_dk', 'none', 'inv_dk'\) or a finite number > 0"),
         ({"attn_scale": "sqrt"}, "attn_scale"),
         ({"dropout": 1.0}, "dropout"),
         ({"n_layers": 0}, "n_layers"),
