@@ -2,23 +2,25 @@
 
 import dataclasses
 import itertools
+from typing import get_args
 
 import pytest
 import torch
 
 from qalib.attention import attention
+from qalib.config import SCALINGS, EmbedCombine, EmbedScale, Norm, NormPlacement, Positions, QKProjection
 from qalib.model import MiniBert, MiniBertConfig
 
 BASE = MiniBertConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=24)
 
-SWITCHES = {
-    "attn_scale": ["inv_sqrt_dk", "none", "inv_dk", 0.3],
-    "pos": ["learned", "sinusoidal", "none", "shaw", "relative_key_query", "rotary", "alibi"],
-    "embed_scale": ["none", "sqrt_d"],
-    "embed_combine": ["sum", "concat"],
-    "qk": ["separate", "shared"],
-    "norm": ["layer", "batch", "batch_masked", "rms", "none"],
-    "norm_placement": ["post", "pre"],
+SWITCHES = {  # every value of every Literal field: a new value is tested the moment it is added
+    "attn_scale": [*SCALINGS, 0.3],
+    "pos": list(get_args(Positions)),
+    "embed_scale": list(get_args(EmbedScale)),
+    "embed_combine": list(get_args(EmbedCombine)),
+    "qk": list(get_args(QKProjection)),
+    "norm": list(get_args(Norm)),
+    "norm_placement": list(get_args(NormPlacement)),
     "residual": [True, False],
     "causal": [True, False],
     "mask_self": [True, False],
