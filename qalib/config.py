@@ -11,7 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Union, get_args
 
-AttnScale = Union[Literal["inv_sqrt_dk", "none", "inv_dk"], float]
+Scaling = Literal["inv_sqrt_dk", "none", "inv_dk"]
+AttnScale = Union[Scaling, float]
 Positions = Literal["learned", "sinusoidal", "none", "shaw", "relative_key_query", "rotary", "alibi"]
 EmbedScale = Literal["none", "sqrt_d"]
 EmbedCombine = Literal["sum", "concat"]
@@ -19,8 +20,7 @@ QKProjection = Literal["separate", "shared"]
 Norm = Literal["layer", "batch", "batch_masked", "rms", "none"]
 NormPlacement = Literal["post", "pre"]
 
-ABSOLUTE_POSITIONS = ("learned", "sinusoidal", "none")
-RELATIVE_POSITIONS = ("shaw", "relative_key_query", "rotary", "alibi")
+SCALINGS = get_args(Scaling)  # the named attn_scale choices (a number > 0 is the other kind)
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,11 @@ class MiniBertConfig:
         _check_choice("norm", self.norm, Norm)
         _check_choice("norm_placement", self.norm_placement, NormPlacement)
         if isinstance(self.attn_scale, str):
-            _check_choice("attn_scale", self.attn_scale, Literal["inv_sqrt_dk", "none", "inv_dk"])
+            _check_choice("attn_scale", self.attn_scale, Scaling)
         elif not (isinstance(self.attn_scale, (int, float)) and not isinstance(self.attn_scale, bool)
                   and math.isfinite(self.attn_scale) and self.attn_scale > 0):
             raise ValueError(
-                f"MiniBertConfig.attn_scale must be 'inv_sqrt_dk', 'none', 'inv_dk' or a finite number > 0, got {self.attn_scale!r}"
+                f"MiniBertConfig.attn_scale must be one of {SCALINGS} or a finite number > 0, got {self.attn_scale!r}"
             )
         if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
             raise ValueError(f"MiniBertConfig.dropout must be in [0, 1), got {self.dropout!r}")

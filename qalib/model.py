@@ -25,7 +25,7 @@ from torch import nn
 from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.norms import make_norm
-from qalib.positions import ALiBi, Rotary, ShawRelative, sinusoidal
+from qalib.positions import ABSOLUTE_POSITIONS, RELATIVE_POSITIONS, make_position
 from qalib.validate import int_in
 
 __all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAttention", "EncoderLayer"]
@@ -49,8 +49,8 @@ class Embeddings(nn.Module):
         d = cfg.d_model
         self.word_embeddings = nn.Embedding(cfg.vocab_size, d)
         self.token_type_embeddings = nn.Embedding(cfg.n_segments, d)
-        if cfg.pos == "learned":
-            self.position_embeddings = nn.Embedding(cfg.max_len, d)
+        # an absolute scheme adds its table here; a relative one acts inside attention (SelfAttention.position)
+        self.position_embeddings = make_position(cfg) if cfg.pos in ABSOLUTE_POSITIONS else None
         if cfg.embed_combine == "concat":
             self.combine = nn.Linear(3 * d, d)  # [word | segment | position] -> d
         self.norm = make_norm(cfg.norm if cfg.embed_norm else "none", d, cfg.layer_norm_eps)
@@ -59,18 +59,10 @@ class Embeddings(nn.Module):
         self.word_scale = math.sqrt(d) if cfg.embed_scale == "sqrt_d" else 1.0
 
     def position_table(self, t: int, device) -> torch.Tensor:
-        """(T, d) absolute position vectors, or zeros when positions enter elsewhere (relative) or not at all."""
-        cfg = self.cfg
-        if cfg.pos == "learned":
-            if t > cfg.max_len:
-                raise ValueError(
-                    f"sequence length {t} exceeds max_len={cfg.max_len}: a learned position table has no rows for "
-                    f"positions it never saw; use pos='sinusoidal' or a relative scheme to run on longer inputs"
-                )
-            return self.position_embeddings.weight[:t]
-        if cfg.pos == "sinusoidal":
-            return sinusoidal(t, cfg.d_model, cfg.pos_base).to(device)  # fixed: defined for any length
-        return torch.zeros(t, cfg.d_model, device=device)
+        """(T, d) absolute position vectors, or zeros when positions enter inside attention (relative)."""
+        if self.position_embeddings is None:
+            return torch.zeros(t, self.cfg.d_model, device=device)
+        return self.position_embeddings.table(t, device)
 
     def forward(self, input_ids, token_type_ids, keep, cache=None):
         t = input_ids.shape[1]
@@ -98,14 +90,8 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, self.n_proj * cfg.d_model)
         self.output = nn.Linear(cfg.d_model, cfg.d_model)
         self.dropout_p = cfg.dropout
-        if cfg.pos in ("shaw", "relative_key_query"):
-            self.position = ShawRelative(cfg.d_head, cfg.rel_clip, key_query=cfg.pos == "relative_key_query")
-        elif cfg.pos == "rotary":
-            self.position = Rotary(cfg.d_head, cfg.pos_base)
-        elif cfg.pos == "alibi":
-            self.position = ALiBi(cfg.n_heads)
-        else:
-            self.position = None
+        # a relative scheme, one per layer: (q, k, scale) -> (q, k, bias); absolute ones live in Embeddings
+        self.position = make_position(cfg) if cfg.pos in RELATIVE_POSITIONS else None
 
     def forward(self, x, keep, cache=None, name="attention"):
         cfg = self.cfg

@@ -12,10 +12,14 @@ layer writes its statistics into it under `name` (the quantities notebook 06 plo
 
 from __future__ import annotations
 
+from typing import get_args
+
 import torch
 from torch import nn
 
-NORMS = ("layer", "batch", "batch_masked", "rms", "none")
+from qalib.config import Norm
+
+NORMS = get_args(Norm)
 
 
 class LayerNorm(nn.LayerNorm):

@@ -1,20 +1,45 @@
-"""Position information: the sinusoid, and the relative schemes the notebooks compare.
+"""Position information: the sinusoid, and every scheme MiniBertConfig.pos names, through one registry.
 
-Absolute schemes produce a (T, d) table added to the token embeddings. Relative schemes change the
-attention scores; every one of them is a small module with the same interface,
+A scheme is one class of one of two kinds, and the kind decides where the model puts it:
 
-    scheme(q, k, scale) -> (q, k, bias)
+    AbsolutePosition   scheme.table(t, device) -> (T, d_model), added to the token embeddings;
+                       one instance, Embeddings.position_embeddings
+    RelativePosition   scheme(q, k, scale) -> (q, k, bias): possibly rotated q and k (rotary) and an
+                       additive score bias broadcastable to (B, H, T, T), already on the scale of the
+                       scaled logits (or None); one instance per layer, SelfAttention.position
 
-returning possibly rotated q and k (rotary) and an additive score bias broadcastable to
-(B, H, T, T), already on the scale of the scaled logits (or None).
+Every scheme is built by `Scheme.from_config(cfg)`; `make_position(cfg)` looks cfg.pos up in
+POSITION_SCHEMES, and qalib/model.py places the result by its kind, with no per-name code. So a new
+scheme costs one class, one registry line and one Literal value; T5's bucketed bias, for instance:
+
+    class T5Relative(RelativePosition):                                   # 1. the class
+        def __init__(self, n_heads):
+            super().__init__()
+            self.bucket_bias = nn.Embedding(32, n_heads)
+        @classmethod
+        def from_config(cls, cfg):
+            return cls(cfg.n_heads)
+        def forward(self, q, k, scale):
+            buckets = t5_buckets(relative_offsets(q.shape[-2], q.device))  # (T, T)
+            return q, k, self.bucket_bias(buckets).permute(2, 0, 1)        # (H, T, T)
+
+    POSITION_SCHEMES = {..., "t5": T5Relative}                            # 2. the registry line
+    Positions = Literal[..., "t5"]                                        # 3. the value, qalib/config.py
+
+(plus a check in MiniBertConfig.__post_init__ if the scheme constrains the sizes, as sinusoidal and
+rotary need even dimensions). tests/test_positions.py fails if the registry and the Literal disagree.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from qalib.config import MiniBertConfig
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,26 +111,105 @@ def _check_base(base: float) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# The schemes MiniBertConfig.pos names: each is built from the config
+# ---------------------------------------------------------------------------------------------
+class PositionScheme(nn.Module):
+    """The root of both kinds: every scheme is built from the config, taking the sizes it needs."""
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "PositionScheme":
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# Absolute schemes: scheme.table(t, device) -> (T, d_model), added to the token embeddings
+# ---------------------------------------------------------------------------------------------
+class AbsolutePosition(PositionScheme):
+    """A position vector per position, added to the token embeddings before the first layer."""
+
+    def table(self, t: int, device=None) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class LearnedPositions(AbsolutePosition, nn.Embedding):
+    """BERT: a learned row per position, max_len of them. An nn.Embedding, so its parameter is `.weight`
+    (a checkpoint's embeddings.position_embeddings.weight loads as it is) and MiniBert's init treats it
+    as every other embedding."""
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "LearnedPositions":
+        return cls(cfg.max_len, cfg.d_model)
+
+    def table(self, t: int, device=None) -> torch.Tensor:
+        if t > self.num_embeddings:
+            raise ValueError(
+                f"sequence length {t} exceeds max_len={self.num_embeddings}: a learned position table has no rows for "
+                f"positions it never saw; use pos='sinusoidal' or a relative scheme to run on longer inputs"
+            )
+        return self.weight[:t]
+
+
+class SinusoidalPositions(AbsolutePosition):
+    """Vaswani et al. 2017, sec. 3.5: the fixed table `sinusoidal`, defined for any length. No parameters."""
+
+    def __init__(self, d_model: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.d_model, self.base = d_model, base
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "SinusoidalPositions":
+        return cls(cfg.d_model, cfg.pos_base)
+
+    def table(self, t: int, device=None) -> torch.Tensor:
+        return sinusoidal(t, self.d_model, self.base).to(device)
+
+
+class NoPositions(AbsolutePosition):
+    """No position information (the ablation): a zero table."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "NoPositions":
+        return cls(cfg.d_model)
+
+    def table(self, t: int, device=None) -> torch.Tensor:
+        return torch.zeros(t, self.d_model, device=device)
+
+
+# ---------------------------------------------------------------------------------------------
 # Relative schemes: scheme(q, k, scale) -> (q, k, bias)
 # q, k: (B, H, T, d_head)
 # ---------------------------------------------------------------------------------------------
+class RelativePosition(PositionScheme):
+    """Positions enter inside every attention layer, through the scores or through q and k."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, scale: float):
+        raise NotImplementedError
+
+
 def relative_offsets(t: int, device=None) -> torch.Tensor:
     """offsets[i, j] = j - i: how far key j is from query i. -> (T, T) long."""
     pos = torch.arange(t, device=device)
     return pos[None, :] - pos[:, None]
 
 
-class ShawRelative(nn.Module):
+class ShawRelative(RelativePosition):
     """Shaw et al. 2018: a learned vector a_ij = w[clip(j - i, k)] per clipped offset (2k+1 of them),
     shared across heads; the score gains q_i . a_ij. Shaw et al. also add a second table to the values;
     their ablation (Table 3) finds the key term carries the gain, and HF's relative_key omits it too.
     """
 
-    def __init__(self, d_head: int, clip: int, key_query: bool = False) -> None:
+    def __init__(self, d_head: int, clip: int) -> None:
         super().__init__()
         self.clip = clip
-        self.key_query = key_query  # Huang et al. 2020 method 4: q.a_ij + k.a_ij
         self.distance_embedding = nn.Embedding(2 * clip + 1, d_head)
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "ShawRelative":
+        return cls(cfg.d_head, cfg.rel_clip)
 
     def table(self, t: int) -> torch.Tensor:
         idx = relative_offsets(t, self.distance_embedding.weight.device).clamp(-self.clip, self.clip) + self.clip
@@ -113,19 +217,32 @@ class ShawRelative(nn.Module):
 
     def forward(self, q, k, scale):
         a = self.table(q.shape[-2]).to(q.dtype)  # (T, T, d_head)
-        bias = torch.einsum("bhid,ijd->bhij", q, a)  # q_i . a_ij
-        if self.key_query:
-            bias = bias + torch.einsum("bhjd,ijd->bhij", k, a)  # k_j . a_ij
-        return q, k, bias * scale
+        return q, k, self.score_bias(q, k, a) * scale
+
+    def score_bias(self, q, k, a):
+        """The unscaled score term of the table a (T, T, d_head): (B, H, T, T)."""
+        return torch.einsum("bhid,ijd->bhij", q, a)  # q_i . a_ij
 
 
-class Rotary(nn.Module):
+class KeyQueryRelative(ShawRelative):
+    """Huang et al. 2020 method 4 (HF's relative_key_query): Shaw's table, met by the key as well as the
+    query: the score gains q_i . a_ij + k_j . a_ij. Same parameters as ShawRelative."""
+
+    def score_bias(self, q, k, a):
+        return super().score_bias(q, k, a) + torch.einsum("bhjd,ijd->bhij", k, a)  # + k_j . a_ij
+
+
+class Rotary(RelativePosition):
     """Su et al. 2021 (RoPE): rotate each pair of q and k dimensions by an angle proportional to the
     position, so q_m . k_n depends on positions only through n - m. No parameters, no bias."""
 
     def __init__(self, d_head: int, base: float = 10000.0) -> None:
         super().__init__()
         self.register_buffer("omega", frequencies(d_head, base).float(), persistent=False)  # (d_head/2,)
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "Rotary":
+        return cls(cfg.d_head, cfg.pos_base)
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
         t = x.shape[-2]
@@ -156,13 +273,17 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(power_of_two(closest) + extra)
 
 
-class ALiBi(nn.Module):
+class ALiBi(RelativePosition):
     """Press et al. 2022: no position embedding; each head h adds -m_h |j - i| to its scaled scores
     (the symmetric form for a bidirectional encoder)."""
 
     def __init__(self, n_heads: int) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)  # (H,)
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "ALiBi":
+        return cls(cfg.n_heads)
 
     def forward(self, q, k, scale):
         distance = relative_offsets(q.shape[-2], q.device).abs().to(q.dtype)  # (T, T)
@@ -184,3 +305,24 @@ def t5_buckets(offsets: torch.Tensor, n_buckets: int = 32, max_distance: int = 1
     ).long()
     log_part = log_part.clamp(max=half - 1)
     return bucket + torch.where(dist < exact, dist, log_part)
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry: MiniBertConfig.pos -> scheme (tests/test_positions.py checks it against the Literal)
+# ---------------------------------------------------------------------------------------------
+POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
+    "learned": LearnedPositions,
+    "sinusoidal": SinusoidalPositions,
+    "none": NoPositions,
+    "shaw": ShawRelative,
+    "relative_key_query": KeyQueryRelative,
+    "rotary": Rotary,
+    "alibi": ALiBi,
+}
+ABSOLUTE_POSITIONS = tuple(name for name, scheme in POSITION_SCHEMES.items() if issubclass(scheme, AbsolutePosition))
+RELATIVE_POSITIONS = tuple(name for name, scheme in POSITION_SCHEMES.items() if issubclass(scheme, RelativePosition))
+
+
+def make_position(cfg: MiniBertConfig) -> PositionScheme:
+    """The scheme cfg.pos names, sized from cfg (the config has already checked the name)."""
+    return POSITION_SCHEMES[cfg.pos].from_config(cfg)

@@ -2,23 +2,25 @@
 
 import dataclasses
 import itertools
+from typing import get_args
 
 import pytest
 import torch
 
 from qalib.attention import attention
+from qalib.config import SCALINGS, EmbedCombine, EmbedScale, Norm, NormPlacement, Positions, QKProjection
 from qalib.model import MiniBert, MiniBertConfig
 
 BASE = MiniBertConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=24)
 
-SWITCHES = {
-    "attn_scale": ["inv_sqrt_dk", "none", "inv_dk", 0.3],
-    "pos": ["learned", "sinusoidal", "none", "shaw", "relative_key_query", "rotary", "alibi"],
-    "embed_scale": ["none", "sqrt_d"],
-    "embed_combine": ["sum", "concat"],
-    "qk": ["separate", "shared"],
-    "norm": ["layer", "batch", "batch_masked", "rms", "none"],
-    "norm_placement": ["post", "pre"],
+SWITCHES = {  # every value of every Literal field: a new value is tested the moment it is added
+    "attn_scale": [*SCALINGS, 0.3],
+    "pos": list(get_args(Positions)),
+    "embed_scale": list(get_args(EmbedScale)),
+    "embed_combine": list(get_args(EmbedCombine)),
+    "qk": list(get_args(QKProjection)),
+    "norm": list(get_args(Norm)),
+    "norm_placement": list(get_args(NormPlacement)),
     "residual": [True, False],
     "causal": [True, False],
     "mask_self": [True, False],
@@ -154,6 +156,26 @@ def test_embed_scale_multiplies_word_embeddings():
     assert torch.allclose(w1, w0 * 32 ** 0.5)
 
 
+def _parameter_names(pos: str) -> list[str]:
+    return [name for name, _ in MiniBert(BASE.replace(pos=pos)).named_parameters()]
+
+
+@pytest.mark.parametrize("pos", SWITCHES["pos"])
+def test_position_parameters_keep_their_names_and_places(pos):
+    """Checkpoints (qalib/pretrained.py) and notebooks read these names, and torch.manual_seed gives the
+    notebooks' weights only while parameters are created in the same order: the learned table right after the
+    segment table, Shaw's tables right after each layer's output projection. No scheme adds a saved buffer."""
+    expected = []
+    for name in _parameter_names("none"):
+        expected.append(name)
+        if pos == "learned" and name == "embeddings.token_type_embeddings.weight":
+            expected.append("embeddings.position_embeddings.weight")
+        if pos in ("shaw", "relative_key_query") and name.endswith(".attention.output.bias"):
+            expected.append(name.replace(".output.bias", ".position.distance_embedding.weight"))
+    assert _parameter_names(pos) == expected
+    assert list(MiniBert(BASE.replace(pos=pos)).state_dict()) == expected
+
+
 def test_concat_has_more_parameters_than_sum():
     assert MiniBert(BASE.replace(embed_combine="concat")).num_parameters() - MiniBert(BASE).num_parameters() == 3 * 32 * 32 + 32
 
@@ -173,7 +195,7 @@ def test_sinusoidal_runs_longer_than_max_len_and_learned_explains_why_not():
         ({"pos": "sinusoidal", "d_model": 33, "n_heads": 1}, "even d_model"),
         ({"pos": "absolute"}, "MiniBertConfig.pos must be one of"),
         ({"norm": "group"}, "MiniBertConfig.norm must be one of"),
-        ({"attn_scale": -1.0}, "attn_scale"),
+        ({"attn_scale": -1.0}, r"attn_scale must be one of \('inv_sqrt_dk', 'none', 'inv_dk'\) or a finite number > 0"),
         ({"attn_scale": "sqrt"}, "attn_scale"),
         ({"dropout": 1.0}, "dropout"),
         ({"n_layers": 0}, "n_layers"),

@@ -1,10 +1,25 @@
 import math
+from typing import get_args
 
 import pytest
 import torch
 
-from qalib.positions import (alibi_slopes, frequencies, interleaved_to_concat, offset_matrix, sinusoidal,
-                             sinusoidal_concat, t5_buckets, Rotary)
+from qalib.config import Positions
+from qalib.positions import (ABSOLUTE_POSITIONS, POSITION_SCHEMES, RELATIVE_POSITIONS, AbsolutePosition,
+                             RelativePosition, alibi_slopes, frequencies, interleaved_to_concat, offset_matrix,
+                             sinusoidal, sinusoidal_concat, t5_buckets, Rotary)
+
+
+def test_the_registry_has_one_scheme_per_config_value():
+    # a Literal value without a class, or a class without a Literal value, fails here
+    assert set(POSITION_SCHEMES) == set(get_args(Positions))
+
+
+def test_each_scheme_is_of_one_kind_and_the_kinds_split_the_names():
+    for name, scheme in POSITION_SCHEMES.items():
+        assert issubclass(scheme, AbsolutePosition) != issubclass(scheme, RelativePosition), name
+    assert ABSOLUTE_POSITIONS == ("learned", "sinusoidal", "none")
+    assert RELATIVE_POSITIONS == ("shaw", "relative_key_query", "rotary", "alibi")
 
 
 def test_sinusoidal_matches_the_paper_formula():

@@ -6,6 +6,7 @@ test session (see conftest.py).
 """
 
 import math
+from typing import get_args
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import count_case
 from qalib.attention import attention, entropy, softmax_jacobian
-from qalib.config import MiniBertConfig
+from qalib.config import SCALINGS, EmbedCombine, MiniBertConfig, Norm, NormPlacement, Positions, QKProjection
 from qalib.data import N_SPECIAL, mask_tokens
 from qalib.model import MiniBert
 from qalib.positions import alibi_slopes, offset_matrix, sinusoidal
@@ -76,10 +77,9 @@ def test_alibi_slopes_in_unit_interval_and_geometric_for_powers_of_two(n):
 
 @SETTINGS
 @given(n_heads=st.sampled_from([1, 2, 4]), head=st.sampled_from([2, 4, 8]), n_layers=st.integers(1, 2),
-       pos=st.sampled_from(["learned", "sinusoidal", "none", "shaw", "relative_key_query", "rotary", "alibi"]),
-       norm=st.sampled_from(["layer", "batch", "batch_masked", "rms", "none"]),
-       placement=st.sampled_from(["post", "pre"]), qk=st.sampled_from(["separate", "shared"]),
-       combine=st.sampled_from(["sum", "concat"]), scale=st.sampled_from(["inv_sqrt_dk", "none", "inv_dk", 0.5]),
+       pos=st.sampled_from(get_args(Positions)), norm=st.sampled_from(get_args(Norm)),
+       placement=st.sampled_from(get_args(NormPlacement)), qk=st.sampled_from(get_args(QKProjection)),
+       combine=st.sampled_from(get_args(EmbedCombine)), scale=st.sampled_from([*SCALINGS, 0.5]),
        t=st.integers(2, 9), seed=st.integers(0, 1000))
 def test_any_valid_config_gives_finite_outputs(n_heads, head, n_layers, pos, norm, placement, qk, combine, scale, t, seed):
     count_case("config")

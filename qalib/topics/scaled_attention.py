@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from qalib.attention import attention, entropy, softmax_jacobian
+from qalib.config import SCALINGS
 from qalib.widgets import Change, Demo, Update, live
 
-SCALINGS = ("inv_sqrt_dk", "none", "inv_dk")
 INITS = ("xavier_head", "xavier_full", "bert_0.02")
 
 
