@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
+from qalib.pretrained import minilm
 from qalib.widgets import Demo, Update, live
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
@@ -274,19 +275,10 @@ def probe_demo() -> Demo:
 # ---------------------------------------------------------------------------------------------
 # 3. The real model (all-MiniLM-L6-v2): its embedding parts and its word pieces
 # ---------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def cached_minilm():
-    """(model, tokenizer), loaded once per process (the demo redraws must not reload it)."""
-    from qalib.pretrained import minilm
-
-    return minilm()
-
-
 @torch.no_grad()
 def embedding_parts(model, enc: dict) -> dict:
     """The three looked-up parts, their sum and the LayerNorm output for one encoded text (pair)."""
-    internals = {}
-    model.embeddings(enc["input_ids"], enc["token_type_ids"], None, internals)  # the embedding layer only
+    internals = model(**enc, return_internals=True, stop_at_layer=0).internals  # the embedding layer only
     keys = ("word", "segment", "position", "sum", "out")
     # detach: "embeddings.position" is a view of the position table, and a view of a parameter keeps
     # requires_grad even under no_grad
@@ -315,7 +307,7 @@ def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> di
     """Tokens of a typed pair, and the word / segment / position parts and their sum for one chosen token."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("sentence A is empty: type a sentence")
-    model, tok = cached_minilm()
+    model, tok = minilm()
     enc = tok(text, pair if pair and pair.strip() else None, max_length=model.cfg.max_len)
     parts = embedding_parts(model, enc)
     n = enc["input_ids"].shape[1]

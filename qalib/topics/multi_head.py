@@ -27,6 +27,7 @@ from matplotlib.transforms import Affine2D
 from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
+from qalib.pretrained import minilm
 from qalib.topics.multi_head_experiment import (
     HeadsResult, NeighbourPairTask, offset_profile, pruning_effect, run_heads_experiment)
 from qalib.fastdraw import LiveTickLabels
@@ -144,7 +145,7 @@ def favourite_keys_rank1(seq_len: int = 32, seed: int = 0) -> int:
 
 def score_rank(layer: int = 0, head: int = 0) -> dict:
     """Rank of one MiniLM head's bilinear score form W_Q^h^T W_K^h (d x d), and the bound d_k."""
-    model, _ = _minilm()
+    model, _ = minilm()
     cfg = model.cfg
     if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
         raise ValueError(f"layer must be in [0, {cfg.n_layers - 1}] and head in [0, {cfg.n_heads - 1}]")
@@ -157,7 +158,7 @@ def score_rank(layer: int = 0, head: int = 0) -> dict:
 @torch.no_grad()
 def head_contributions(layer: int = 0, text: str = SENTENCES[0]) -> dict:
     """MiniLM's attention sublayer output vs the sum over heads of head_h W_O[:, slice_h]^T (+ bias)."""
-    model, tok = _minilm()
+    model, tok = minilm()
     if not 0 <= layer < model.cfg.n_layers:
         raise ValueError(f"layer must be in [0, {model.cfg.n_layers - 1}], got {layer}")
     internals = model(**tok(text), return_internals=True).internals
@@ -172,19 +173,12 @@ def head_contributions(layer: int = 0, text: str = SENTENCES[0]) -> dict:
 
 
 # -- the pretrained model ------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _minilm():
-    from qalib.pretrained import minilm
-
-    return minilm()
-
-
 @functools.lru_cache(maxsize=32)
 def minilm_attention(text: str, max_tokens: int = 48) -> dict:
     """Word pieces and attention probabilities (L, H, T, T) of all-MiniLM-L6-v2 for one sentence."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("text must be a non-empty sentence")
-    model, tok = _minilm()
+    model, tok = minilm()
     enc = tok(text, max_length=max_tokens)
     with torch.no_grad():
         internals = model(**enc, return_internals=True).internals

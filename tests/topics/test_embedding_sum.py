@@ -161,12 +161,7 @@ def test_run_experiment_tiny():
         ex.run_experiment(variants=("product",))
 
 
-# -- the real model --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def minilm():
-    return es.cached_minilm()
-
-
+# -- the real model (the fixture minilm: tests/conftest.py) ---------------------------------------
 def test_real_model_parts_tupe_and_wordpieces(minilm):
     model, tok = minilm
     enc = tok("I love strawberries.", "They are sweet.")
