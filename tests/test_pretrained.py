@@ -114,6 +114,9 @@ def test_minilm_is_loaded_once_per_device():
     model, tok = minilm()
     assert minilm() == (model, tok) and minilm("cpu")[0] is model and minilm(torch.device("cpu"))[0] is model
     assert not model.training
+    elsewhere, _ = minilm("meta")  # another device: another copy; the shared CPU model stays where it is
+    assert elsewhere is not model and next(elsewhere.parameters()).is_meta
+    assert next(model.parameters()).device == torch.device("cpu")
 
 
 def test_tokenizer_pads_and_truncates_as_hugging_face():
