@@ -1,8 +1,10 @@
-"""The collection's table of contents: one entry per notebook, used by 00_start_here, the README test
-and the static site. The short answers here are the 30-second versions; each notebook argues its own."""
+"""The collection's table of contents: one entry per notebook, with its topic and experiment modules, used by
+00_start_here, the README test, the static site and the demo tests. The short answers here are the 30-second
+versions; each notebook argues its own."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +13,9 @@ from qalib.tools.paths import NOTEBOOKS
 
 @dataclass(frozen=True)
 class Entry:
-    file: str
+    file: str        # the notebook, in notebooks/
+    topic: str       # its topic module: compute functions, plots, demos
+    experiment: str  # its experiment module: the training runs (qalib/topics/__init__.py has the import rule)
     question: str
     short_answer: str
     play_with: str
@@ -26,47 +30,59 @@ class Entry:
 
 
 CATALOG = [
-    Entry("01_scaled_attention.ipynb", "Why divide by sqrt(d_k) before the softmax?",
+    Entry("01_scaled_attention.ipynb", "qalib.topics.scaled_attention", "qalib.topics.scaled_attention_experiment",
+          "Why divide by sqrt(d_k) before the softmax?",
           "With unit-variance q and k, q.k has variance d_k; large logits saturate the softmax, whose Jacobian then "
           "vanishes. Dividing by sqrt(d_k) brings the variance back to 1 at initialisation.",
           "d_k and the scaling rule; the magnitude a in softmax([a, a, 2a])"),
-    Entry("02_sin_cos_positions.ipynb", "Why sin AND cos in positional encoding, and why 10000?",
+    Entry("02_sin_cos_positions.ipynb", "qalib.topics.sin_cos_positions", "qalib.topics.sin_cos_positions_experiment",
+          "Why sin AND cos in positional encoding, and why 10000?",
           "Pairs (sin, cos) of one frequency let a fixed rotation M_k map PE(p) to PE(p+k) for every p; sin alone "
           "cannot. 10000 sets the slowest wavelength (~2*pi*10^4) so positions stay distinct over long inputs.",
           "base, d_model and length; the offset k and its rotation"),
-    Entry("03_embedding_scale.ipynb", "Why multiply the embeddings by sqrt(d_model)?",
+    Entry("03_embedding_scale.ipynb", "qalib.topics.embedding_scale", "qalib.topics.embedding_scale_experiment",
+          "Why multiply the embeddings by sqrt(d_model)?",
           "Tied embeddings initialised with std d^-1/2 have norm ~1 while a sinusoid has norm sqrt(d/2); the factor "
           "puts the token signal on the same footing. BERT (std 0.02, learned positions, LayerNorm) does not scale.",
           "d_model, initialisation and the factor on/off"),
-    Entry("04_bert_embedding_sum.ipynb", "Why can BERT add its token, segment and position embeddings?",
+    Entry("04_bert_embedding_sum.ipynb", "qalib.topics.embedding_sum", "qalib.topics.embedding_sum_experiment",
+          "Why can BERT add its token, segment and position embeddings?",
           "The sum equals concatenated one-hots times stacked tables, i.e. a concat-then-project with fewer "
           "parameters; in high dimension the parts are nearly orthogonal, so a linear probe still recovers each.",
           "a sentence pair you type; d_model and table sizes"),
-    Entry("05_shared_qk.ipynb", "Why do queries and keys use different weight matrices?",
+    Entry("05_shared_qk.ipynb", "qalib.topics.shared_qk", "qalib.topics.shared_qk_experiment",
+          "Why do queries and keys use different weight matrices?",
           "With W_q = W_k the scores are a symmetric PSD matrix and each token's score with itself tends to win, so "
           "attention collapses onto the diagonal and cannot express directed relations like 'previous token'.",
           "d, tokens, input kind and tied/separate"),
-    Entry("06_layernorm_vs_batchnorm.ipynb", "Why LayerNorm and not BatchNorm?",
+    Entry("06_layernorm_vs_batchnorm.ipynb", "qalib.topics.normalization", "qalib.topics.normalization_experiment",
+          "Why LayerNorm and not BatchNorm?",
           "LayerNorm normalises each token over its features, so it ignores padding, batch size and neighbours; "
           "BatchNorm's statistics over batch and positions depend on all of them and differ between train and eval.",
           "batch size, padding, an outlier sentence; train/eval and momentum"),
-    Entry("07_multi_head.ipynb", "Why several attention heads?",
+    Entry("07_multi_head.ipynb", "qalib.topics.multi_head", "qalib.topics.multi_head_experiment",
+          "Why several attention heads?",
           "At the same parameter cost, h heads give h independent attention patterns; one softmax can only average.",
           "layer and head of a real BERT; number of heads"),
-    Entry("08_relative_positions.ipynb", "How do relative position embeddings work?",
+    Entry("08_relative_positions.ipynb",
+          "qalib.topics.relative_positions", "qalib.topics.relative_positions_experiment",
+          "How do relative position embeddings work?",
           "They add a term depending on j - i to the attention score (Shaw, T5, ALiBi) or rotate q and k (RoPE).",
           "clipping distance and method"),
-    Entry("09_attention_random_walk.ipynb", "Is attention a random walk over the tokens?",
+    Entry("09_attention_random_walk.ipynb", "qalib.topics.random_walk", "qalib.topics.random_walk_experiment",
+          "Is attention a random walk over the tokens?",
           "softmax(QK^T/sqrt(d)) has positive entries and rows summing to 1: a Markov transition matrix whose powers "
           "converge to a stationary distribution. Each layer averages tokens, so stacked attention without residuals "
           "collapses them to one vector doubly exponentially (Dong et al. 2021); the residual path stops it.",
           "temperature and steps of the walk; depth, residual, MLP and LayerNorm of a collapsing stack"),
-    Entry("10_residuals_ffn_masks.ipynb", "What do residuals, the FFN and the masks do, and what does attention cost?",
+    Entry("10_residuals_ffn_masks.ipynb", "qalib.topics.block_parts", "qalib.topics.block_parts_experiment",
+          "What do residuals, the FFN and the masks do, and what does attention cost?",
           "Residuals give every layer an identity path for activations and gradients; with fixed attention weights a "
           "layer is linear in V, so the FFN supplies the nonlinearity; masks stop information from future or padded "
           "tokens; the scores cost O(T^2) memory and O(T^2 d) time, Linformer's fixed-k projection O(T k).",
           "sequence length and Linformer's k; mask type; depth, residuals and norm"),
-    Entry("11_mlm_and_nsp.ipynb", "How is BERT pretrained: why 15% and 80/10/10, and what happened to NSP?",
+    Entry("11_mlm_and_nsp.ipynb", "qalib.topics.pretraining", "qalib.topics.pretraining_experiment",
+          "How is BERT pretrained: why 15% and 80/10/10, and what happened to NSP?",
           "15% of tokens are predicted: 80% shown as [MASK], 10% as a random token, 10% unchanged (12% / 1.5% / 1.5% "
           "of all tokens), so the model must represent every visible token, not only [MASK]. NSP classifies whether "
           "segment B follows A; RoBERTa found dropping it matches or slightly improves results.",
@@ -76,3 +92,13 @@ CATALOG = [
 
 def available() -> list[Entry]:
     return [e for e in CATALOG if e.exists]
+
+
+def demo_factories() -> dict[str, list]:
+    """{notebook stem: [demo factory, ...]}: the DEMOS of each entry's topic module, then of its experiment module
+    (whose demos need its trained models). Imports every topic: call it from tests and tools, not at import time."""
+    out = {}
+    for entry in CATALOG:
+        modules = [importlib.import_module(name) for name in (entry.topic, entry.experiment)]
+        out[entry.file.removesuffix(".ipynb")] = [f for module in modules for f in getattr(module, "DEMOS", [])]
+    return out

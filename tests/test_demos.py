@@ -6,7 +6,7 @@ import random
 import ipywidgets as W
 import pytest
 
-from qalib.topics import demo_factories
+from qalib.catalog import demo_factories
 from qalib.widgets import finite_values, sweep_values
 
 FACTORIES = [(stem, f) for stem, fs in demo_factories().items() for f in fs]

@@ -69,7 +69,7 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from qalib.topics import demo_factories
+    from qalib.catalog import demo_factories
 
     print("\n== redraw latency per control (target median <= 100 ms, p95 <= 250 ms)")
     print("  what each redraw drew: live = only the artists that changed, over the kept background;")

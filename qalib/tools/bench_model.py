@@ -43,7 +43,7 @@ def _hf_model(cfg: MiniBertConfig, ours: MiniBert):
         type_vocab_size=cfg.n_segments, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
         layer_norm_eps=cfg.layer_norm_eps, hidden_act="gelu")
     model = transformers.BertForMaskedLM._from_config(hf_cfg, attn_implementation="sdpa")
-    missing, unexpected = model.load_state_dict(minibert_to_checkpoint(ours.state_dict(), cfg.n_layers), strict=False)
+    missing, unexpected = model.load_state_dict(minibert_to_checkpoint(ours.state_dict()), strict=False)
     unexpected = [u for u in unexpected if not u.startswith("bert.pooler")]  # BertForMaskedLM has no pooler
     if [m for m in missing if "position_ids" not in m] or unexpected:
         raise RuntimeError(f"weight transfer to HF failed: missing {missing}, unexpected {unexpected}")

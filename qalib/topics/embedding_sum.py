@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
+from qalib.pretrained import minilm
+from qalib.probes import fit_probe, probe_accuracy
 from qalib.widgets import Demo, Update, live
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
@@ -134,28 +136,6 @@ def cosines(A: torch.Tensor, B: torch.Tensor | None = None) -> torch.Tensor:
     if B is None:
         c = c[~torch.eye(len(A), dtype=torch.bool)]
     return c.reshape(-1)
-
-
-def fit_probe(X: torch.Tensor, y, n_classes, ridge: float = 1e-5) -> torch.Tensor:
-    """Least-squares linear probe with a bias: (d + 1, C) weights mapping X to one-hot targets (argmax predicts).
-
-    y, n_classes may be lists (several probes on the same X): one Gram matrix, one solve, weights side by side."""
-    ys, cs = (list(y), list(n_classes)) if isinstance(n_classes, (list, tuple)) else ([y], [n_classes])
-    Xb = torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype)], dim=1)  # (N, d + 1)
-    gram = Xb.T @ Xb                                                   # (d + 1, d + 1)
-    rhs = torch.cat([torch.zeros(c, Xb.shape[1], dtype=X.dtype).index_add_(0, yy, Xb)  # (onehot(y)^T X)
-                     for yy, c in zip(ys, cs)], dim=0).T                                # (d + 1, sum C)
-    gram, rhs = gram.double(), rhs.double()                         # the small solve in float64: sums can be rank-deficient
-    eye, scale = torch.eye(len(gram), dtype=gram.dtype), gram.diagonal().mean()
-    for lam in (ridge, ridge * 100, ridge * 1e4):  # float32 Gram errors can make a rank-deficient Gram slightly indefinite
-        chol, info = torch.linalg.cholesky_ex(gram + lam * scale * eye)
-        if info == 0:
-            break
-    return torch.cholesky_solve(rhs, chol).to(X.dtype)
-
-
-def probe_accuracy(Wp: torch.Tensor, X: torch.Tensor, y: torch.Tensor) -> float:
-    return float(((X @ Wp[:-1] + Wp[-1]).argmax(-1) == y).double().mean())
 
 
 def probe_sum(d_model: int = 64, n_tokens: int = 100, n_positions: int = 64, n_segments: int = 2,
@@ -274,19 +254,10 @@ def probe_demo() -> Demo:
 # ---------------------------------------------------------------------------------------------
 # 3. The real model (all-MiniLM-L6-v2): its embedding parts and its word pieces
 # ---------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def cached_minilm():
-    """(model, tokenizer), loaded once per process (the demo redraws must not reload it)."""
-    from qalib.pretrained import minilm
-
-    return minilm()
-
-
 @torch.no_grad()
 def embedding_parts(model, enc: dict) -> dict:
     """The three looked-up parts, their sum and the LayerNorm output for one encoded text (pair)."""
-    internals = {}
-    model.embeddings(enc["input_ids"], enc["token_type_ids"], None, internals)  # the embedding layer only
+    internals = model(**enc, return_internals=True, stop_at_layer=0).internals  # the embedding layer only
     keys = ("word", "segment", "position", "sum", "out")
     # detach: "embeddings.position" is a view of the position table, and a view of a parameter keeps
     # requires_grad even under no_grad
@@ -315,7 +286,7 @@ def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> di
     """Tokens of a typed pair, and the word / segment / position parts and their sum for one chosen token."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("sentence A is empty: type a sentence")
-    model, tok = cached_minilm()
+    model, tok = minilm()
     enc = tok(text, pair if pair and pair.strip() else None, max_length=model.cfg.max_len)
     parts = embedding_parts(model, enc)
     n = enc["input_ids"].shape[1]

@@ -22,7 +22,8 @@ from qalib.config import MiniBertConfig
 from qalib.data import CLS, N_SPECIAL, SEP, Batch
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
-from qalib.topics.embedding_sum import fit_probe, int_arg
+from qalib.probes import fit_probe
+from qalib.topics.embedding_sum import int_arg
 from qalib.train import TrainConfig, evaluate, train
 
 

@@ -1,7 +1,7 @@
 """Notebook 07: why do Transformers need several heads?
 
 Compute functions (numbers in, dicts out), plots `plot_x(fig, result)` and the demos of the notebook.
-The training experiment and head pruning live in multi_head_experiment.py.
+The training experiment, head pruning and the demo on the trained models live in multi_head_experiment.py.
 
     attention_parameter_count(384, 12)      # 4 d^2 + 4 d, whatever the number of heads
     attention_flops(512, 8, 128)            # the same matmul FLOPs for every h; h T^2 softmax entries
@@ -27,8 +27,7 @@ from matplotlib.transforms import Affine2D
 from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
-from qalib.topics.multi_head_experiment import (
-    HeadsResult, NeighbourPairTask, offset_profile, pruning_effect, run_heads_experiment)
+from qalib.pretrained import minilm
 from qalib.fastdraw import LiveTickLabels
 from qalib.widgets import Demo, Update, live
 
@@ -144,7 +143,7 @@ def favourite_keys_rank1(seq_len: int = 32, seed: int = 0) -> int:
 
 def score_rank(layer: int = 0, head: int = 0) -> dict:
     """Rank of one MiniLM head's bilinear score form W_Q^h^T W_K^h (d x d), and the bound d_k."""
-    model, _ = _minilm()
+    model, _ = minilm()
     cfg = model.cfg
     if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
         raise ValueError(f"layer must be in [0, {cfg.n_layers - 1}] and head in [0, {cfg.n_heads - 1}]")
@@ -157,7 +156,7 @@ def score_rank(layer: int = 0, head: int = 0) -> dict:
 @torch.no_grad()
 def head_contributions(layer: int = 0, text: str = SENTENCES[0]) -> dict:
     """MiniLM's attention sublayer output vs the sum over heads of head_h W_O[:, slice_h]^T (+ bias)."""
-    model, tok = _minilm()
+    model, tok = minilm()
     if not 0 <= layer < model.cfg.n_layers:
         raise ValueError(f"layer must be in [0, {model.cfg.n_layers - 1}], got {layer}")
     internals = model(**tok(text), return_internals=True).internals
@@ -172,19 +171,12 @@ def head_contributions(layer: int = 0, text: str = SENTENCES[0]) -> dict:
 
 
 # -- the pretrained model ------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _minilm():
-    from qalib.pretrained import minilm
-
-    return minilm()
-
-
 @functools.lru_cache(maxsize=32)
 def minilm_attention(text: str, max_tokens: int = 48) -> dict:
     """Word pieces and attention probabilities (L, H, T, T) of all-MiniLM-L6-v2 for one sentence."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("text must be a non-empty sentence")
-    model, tok = _minilm()
+    model, tok = minilm()
     enc = tok(text, max_length=max_tokens)
     with torch.no_grad():
         internals = model(**enc, return_internals=True).internals
@@ -247,24 +239,6 @@ def survey(sentences=SENTENCES) -> dict:
 
 
 # -- plots -----------------------------------------------------------------------------------------
-def plot_heads_experiment(fig, res: HeadsResult) -> None:
-    """Our accuracy vs number of heads (mean, min-max over seeds, each seed a dot) next to Vaswani's BLEU."""
-    ax1, ax2 = fig.subplots(1, 2)
-    x = np.arange(len(res.n_heads))
-    lo, hi = res.accuracy.min(1), res.accuracy.max(1)
-    ax1.errorbar(x, res.mean(), yerr=[res.mean() - lo, hi - res.mean()], fmt="o-", capsize=4, label="mean, min-max")
-    for j in range(len(res.seeds)):
-        ax1.plot(x + 0.06 * (j - 1), res.accuracy[:, j], ".", color="grey", alpha=0.7)
-    ax1.axhline(1 / res.task.m ** 2, ls=":", color="k", label="chance")
-    ax1.set(xticks=x, xticklabels=res.n_heads, xlabel="heads (d_model fixed)", ylabel="held-out accuracy",
-            ylim=(0, 1.05), title="Our task: predict (x[t-1], x[t+1])")
-    ax1.legend(fontsize=8, loc="lower right")
-    t = VASWANI_TABLE3_A
-    ax2.plot(range(len(t["n_heads"])), t["bleu"], "s-", color="C1")
-    ax2.set(xticks=range(len(t["n_heads"])), xticklabels=[f"{h}\n(d_k={d})" for h, d in zip(t["n_heads"], t["d_k"])],
-            xlabel="heads (d_model = 512)", ylabel="dev BLEU", title="Vaswani et al., Table 3 (A)")
-
-
 def plot_offsets(fig, profiles: dict) -> None:
     """Heatmaps head x offset of attention mass, one panel per model (keys: titles)."""
     axes = np.atleast_1d(fig.subplots(1, len(profiles)))
@@ -368,30 +342,6 @@ def attention_demo() -> Demo:
                 figsize=(9.5, 4.2))
 
 
-@functools.lru_cache(maxsize=1)
-def _small_result() -> HeadsResult:
-    """A quick stand-in for the notebook's experiment (one seed, few steps) so the demo builds on its own."""
-    return run_heads_experiment((1, 2, 4, 8), seeds=(0,), steps=40, device="cpu")
-
-
-def heads_view(res: HeadsResult, n_heads: int, seed: int, remove) -> dict:
-    """Accuracy summary, the chosen model's per-head offset profile, and its accuracy with one head removed."""
-    from qalib.topics.multi_head_experiment import prune_heads
-    from qalib.train import evaluate
-
-    if (n_heads, seed) not in res.models:
-        raise ValueError(f"no trained model for n_heads={n_heads}, seed={seed}; choose among {sorted(res.models)}")
-    if remove != "none" and not 0 <= remove < n_heads:
-        raise ValueError(f"a {n_heads}-head model has heads 0..{n_heads - 1}; head {remove} does not exist")
-    model = res.models[(n_heads, seed)]
-    if remove != "none":
-        model = prune_heads(model, 0, [remove])
-    pruned_acc = evaluate(model, res.task, n_batches=1, batch_size=128)["accuracy"]  # small: a redraw stays fast
-    return {"res": res, "n_heads": n_heads, "seed": seed, "remove": remove, "pruned_acc": pruned_acc,
-            "profile": offset_profile(model, res.task, n=64), "accuracy": res.accuracy,
-            "note": "" if remove == "none" else f"head {remove} zeroed in W_O (Michel et al.'s mask)"}
-
-
 def plot_heads_view(fig, r: dict) -> Update:
     """The trained models' accuracies are static; the star, the chosen model's profile and the left title are live
     (and the legend, which does not change, so that it stays drawn over the star). The profile has a row for every
@@ -424,17 +374,6 @@ def plot_heads_view(fig, r: dict) -> Update:
 
     update(r)
     return update
-
-
-def heads_demo(result: HeadsResult | None = None) -> Demo:
-    res = result if result is not None else _small_result()
-    compute = functools.partial(heads_view, res)
-    controls = {"n_heads": W.Dropdown(options=res.n_heads, value=res.n_heads[-1], description="heads"),
-                "seed": W.Dropdown(options=res.seeds, value=res.seeds[0], description="seed"),
-                "remove": W.Dropdown(options=["none"] + list(range(max(res.n_heads))), value="none",
-                                     description="remove head")}
-    return Demo(compute, plot_heads_view, controls, title="Number of heads -> accuracy; prune one head",
-                figsize=(9.5, 3.8))
 
 
 def readout_view(m: int, heads: str, left_weight: float) -> dict:
@@ -497,4 +436,4 @@ def readout_demo() -> Demo:
                 figsize=(6.5, 4.0))
 
 
-DEMOS = [attention_demo, readout_demo, heads_demo]
+DEMOS = [attention_demo, readout_demo]  # the trained models' demo: multi_head_experiment.DEMOS

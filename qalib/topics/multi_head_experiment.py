@@ -4,6 +4,7 @@
     res = run_heads_experiment((1, 2, 4, 8), seeds=(0, 1, 2), steps=125)
     res.accuracy                                       # (n_variants, n_seeds) held-out accuracy
     pruning_effect(res.models[(8, 0)], task)           # accuracy with each head zeroed, or each head alone
+    heads_demo(res)                                    # pick a trained model, remove one head
 
 The models have one layer and Shaw relative positions (no absolute positions in the residual stream):
 then one head returns one weighted average of the value vectors, p v(x_{t-1}) + (1 - p) v(x_{t+1}),
@@ -15,8 +16,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from functools import partial
+from functools import lru_cache, partial
 
+import ipywidgets as W
 import numpy as np
 import torch
 
@@ -24,7 +26,9 @@ from qalib.config import MiniBertConfig
 from qalib.data import CLS, IGNORE, N_SPECIAL, SEP, Batch
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
+from qalib.topics.multi_head import VASWANI_TABLE3_A, plot_heads_view
 from qalib.train import TrainConfig, evaluate, train
+from qalib.widgets import Demo
 
 
 def _int_at_least(name: str, value, minimum: int) -> int:
@@ -152,3 +156,57 @@ def pruning_effect(model: MiniBert, task: NeighbourPairTask, layer: int = 0, n_b
     without = np.array([acc(prune_heads(model, layer, [h])) for h in range(n)])
     only = np.array([acc(prune_heads(model, layer, [g for g in range(n) if g != h])) for h in range(n)])
     return {"full": full, "without": without, "only": only, "drop": full - without}
+
+
+# -- the experiment's figure and the demo on its trained models -------------------------------------
+def plot_heads_experiment(fig, res: HeadsResult) -> None:
+    """Our accuracy vs number of heads (mean, min-max over seeds, each seed a dot) next to Vaswani's BLEU."""
+    ax1, ax2 = fig.subplots(1, 2)
+    x = np.arange(len(res.n_heads))
+    lo, hi = res.accuracy.min(1), res.accuracy.max(1)
+    ax1.errorbar(x, res.mean(), yerr=[res.mean() - lo, hi - res.mean()], fmt="o-", capsize=4, label="mean, min-max")
+    for j in range(len(res.seeds)):
+        ax1.plot(x + 0.06 * (j - 1), res.accuracy[:, j], ".", color="grey", alpha=0.7)
+    ax1.axhline(1 / res.task.m ** 2, ls=":", color="k", label="chance")
+    ax1.set(xticks=x, xticklabels=res.n_heads, xlabel="heads (d_model fixed)", ylabel="held-out accuracy",
+            ylim=(0, 1.05), title="Our task: predict (x[t-1], x[t+1])")
+    ax1.legend(fontsize=8, loc="lower right")
+    t = VASWANI_TABLE3_A
+    ax2.plot(range(len(t["n_heads"])), t["bleu"], "s-", color="C1")
+    ax2.set(xticks=range(len(t["n_heads"])), xticklabels=[f"{h}\n(d_k={d})" for h, d in zip(t["n_heads"], t["d_k"])],
+            xlabel="heads (d_model = 512)", ylabel="dev BLEU", title="Vaswani et al., Table 3 (A)")
+
+
+@lru_cache(maxsize=1)
+def _small_result() -> HeadsResult:
+    """A quick stand-in for the notebook's experiment (one seed, few steps) so the demo builds on its own."""
+    return run_heads_experiment((1, 2, 4, 8), seeds=(0,), steps=40, device="cpu")
+
+
+def heads_view(res: HeadsResult, n_heads: int, seed: int, remove) -> dict:
+    """Accuracy summary, the chosen model's per-head offset profile, and its accuracy with one head removed."""
+    if (n_heads, seed) not in res.models:
+        raise ValueError(f"no trained model for n_heads={n_heads}, seed={seed}; choose among {sorted(res.models)}")
+    if remove != "none" and not 0 <= remove < n_heads:
+        raise ValueError(f"a {n_heads}-head model has heads 0..{n_heads - 1}; head {remove} does not exist")
+    model = res.models[(n_heads, seed)]
+    if remove != "none":
+        model = prune_heads(model, 0, [remove])
+    pruned_acc = evaluate(model, res.task, n_batches=1, batch_size=128)["accuracy"]  # small: a redraw stays fast
+    return {"res": res, "n_heads": n_heads, "seed": seed, "remove": remove, "pruned_acc": pruned_acc,
+            "profile": offset_profile(model, res.task, n=64), "accuracy": res.accuracy,
+            "note": "" if remove == "none" else f"head {remove} zeroed in W_O (Michel et al.'s mask)"}
+
+
+def heads_demo(result: HeadsResult | None = None) -> Demo:
+    res = result if result is not None else _small_result()
+    compute = partial(heads_view, res)
+    controls = {"n_heads": W.Dropdown(options=res.n_heads, value=res.n_heads[-1], description="heads"),
+                "seed": W.Dropdown(options=res.seeds, value=res.seeds[0], description="seed"),
+                "remove": W.Dropdown(options=["none"] + list(range(max(res.n_heads))), value="none",
+                                     description="remove head")}
+    return Demo(compute, plot_heads_view, controls, title="Number of heads -> accuracy; prune one head",
+                figsize=(9.5, 3.8))
+
+
+DEMOS = [heads_demo]

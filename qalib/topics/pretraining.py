@@ -31,6 +31,7 @@ from matplotlib.transforms import Affine2D
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
 from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
+from qalib.pretrained import minilm
 from qalib.widgets import Change, Demo, Panels, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
@@ -136,14 +137,6 @@ def cached_tokenizer():
     return WordPiece(model_dir() / "vocab.txt")
 
 
-@functools.lru_cache(maxsize=1)
-def cached_minilm():
-    """(model, tokenizer) for all-MiniLM-L6-v2, loaded once per process."""
-    from qalib.pretrained import minilm
-
-    return minilm()
-
-
 def maskable_pieces(ids: torch.Tensor, tok) -> torch.Tensor:
     """True for word pieces, False for [PAD] [UNK] [CLS] [SEP] [MASK] (BERT never masks those)."""
     special = torch.tensor([tok.pad_id, tok.cls_id, tok.sep_id, tok.mask_id, tok.backend.token_to_id("[UNK]")])
@@ -168,8 +161,7 @@ def mask_sentence(text: str = "The quick brown fox jumps over the lazy dog near 
     p, m, r = _rates(mlm_prob, mask_frac, random_frac)
     _int("n_redraws", n_redraws, 1, 100_000)
     tok = cached_tokenizer()
-    enc = tok.encode(text)
-    ids = torch.tensor(enc.ids[:128])[None]                                     # (1, T), long texts cut at 128 pieces
+    ids = tok(text, max_length=128)["input_ids"]                                # (1, T), long texts cut at 128 pieces
     g = torch.Generator().manual_seed(_int("seed", seed, 0))
     corrupted, labels = mask_wordpiece(ids, tok, g, p, m, r)
     out = {k: v[0] for k, v in _outcomes(ids, corrupted, labels, tok.mask_id).items()}
@@ -180,7 +172,8 @@ def mask_sentence(text: str = "The quick brown fox jumps over the lazy dog near 
     many = _outcomes(many_ids, c2, l2, tok.mask_id)
     n_maskable = int(maskable_pieces(ids, tok).sum())
     denom = max(n_maskable * n_redraws, 1)
-    res = {"tokens": list(enc.tokens[:128]), "shown": [tok.backend.id_to_token(int(i)) for i in corrupted[0]],
+    res = {"tokens": [tok.backend.id_to_token(int(i)) for i in ids[0]],
+           "shown": [tok.backend.id_to_token(int(i)) for i in corrupted[0]],
            "kind": kind, "n_maskable": n_maskable,
            "sentence_fraction": {k: float(out[k].sum()) / max(n_maskable, 1) for k in (*KINDS, "predicted")},
            "redraw_fraction": {k: float(many[k].sum()) / denom for k in (*KINDS, "predicted")},
@@ -395,9 +388,10 @@ def segment_effect(model, enc: dict, mode: str = "zero") -> dict:
 @functools.lru_cache(maxsize=64)
 def _minilm_states(text_a: str, text_b: str | None, types: tuple) -> tuple[list, torch.Tensor]:
     """Word pieces and MiniLM hidden states of a pair with given segment ids (cached: moving a slider is free)."""
-    model, tok = cached_minilm()
+    model, tok = minilm()
     enc = tok(text_a, text_b, max_length=128)
-    return tok.tokens(text_a, text_b)[:128], hidden_states(model, enc["input_ids"], torch.tensor([types]))
+    tokens = [tok.backend.id_to_token(int(i)) for i in enc["input_ids"][0]]  # as truncated
+    return tokens, hidden_states(model, enc["input_ids"], torch.tensor([types]))
 
 
 def segment_view(text_a: str = "The cat sat on the mat.", text_b: str = "It was warm there.", mode: str = "zero",
@@ -405,7 +399,7 @@ def segment_view(text_a: str = "The cat sat on the mat.", text_b: str = "It was 
     """segment_effect for a typed pair on all-MiniLM-L6-v2, with the tokens, for one chosen layer."""
     if not isinstance(text_a, str) or not text_a.strip():
         raise ValueError("sentence A is empty: type a sentence")
-    model, tok = cached_minilm()
+    model, tok = minilm()
     _int("layer", layer, 0, model.cfg.n_layers)
     text_b = text_b if isinstance(text_b, str) and text_b.strip() else None
     types = tok(text_a, text_b, max_length=128)["token_type_ids"]

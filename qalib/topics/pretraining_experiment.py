@@ -23,7 +23,7 @@ from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, MASK, N_SPECIAL, MLMTask, SyntheticLanguage, mask_tokens, with_cls_sep
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
-from qalib.topics.embedding_sum import fit_probe, probe_accuracy
+from qalib.probes import fit_probe, probe_accuracy
 from qalib.topics.pretraining import _int
 from qalib.train import TrainConfig, train
 

@@ -125,14 +125,6 @@ def plot_experiment(fig, res: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 # Section 6: all-MiniLM-L6-v2
 # ---------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def checkpoint():
-    """(model, tokenizer) of all-MiniLM-L6-v2, loaded once per session."""
-    from qalib.pretrained import minilm
-
-    return minilm()
-
-
 def _heads(layer, x: torch.Tensor, cfg: MiniBertConfig):
     """q, k, v of one pretrained layer for x (T, d): each (H, T, d_head)."""
     t = x.shape[0]

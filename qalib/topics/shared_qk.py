@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from qalib.positions import offset_matrix, sinusoidal
+from qalib.pretrained import minilm
 from qalib.widgets import Change, Demo, Update, fixed_or_nice, live, set_limits
 
 INPUT_KINDS = ("gaussian", "layernorm", "pretrained")
@@ -41,18 +42,10 @@ def _int_in(name: str, value, lo: int, hi: int) -> int:
     return int(value)
 
 
-@functools.lru_cache(maxsize=1)
-def checkpoint():
-    """(model, tokenizer) of all-MiniLM-L6-v2, loaded once per session (qalib.pretrained.minilm)."""
-    from qalib.pretrained import minilm
-
-    return minilm()
-
-
 @functools.lru_cache(maxsize=4)
 def pretrained_embeddings(text: str = SENTENCE) -> torch.Tensor:
     """(T, 384) output of all-MiniLM-L6-v2's embedding layer (word + segment + position, LayerNorm) for `text`."""
-    model, tok = checkpoint()
+    model, tok = minilm()
     with torch.no_grad():
         out = model(**tok(text), return_internals=True)
     return out.internals["embeddings.out"][0].clone()

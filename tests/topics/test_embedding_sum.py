@@ -82,13 +82,6 @@ def test_cosines_within_one_table_leave_out_each_row_with_itself():
     assert abs(r["cos_std"]["word-word"] * math.sqrt(64) - 1) < 0.15 and r["cos"]["word-word"].max() < 0.999
 
 
-def test_fit_probe_recovers_a_linear_code():
-    X = torch.eye(5, dtype=torch.float64).repeat(3, 1) * 2.0 + 0.5  # 5 classes, each a distinct direction
-    y = torch.arange(5).repeat(3)
-    Wp = es.fit_probe(X, y, 5)
-    assert es.probe_accuracy(Wp, X, y) == 1.0
-
-
 def test_probe_sum_exact_when_d_exceeds_rows_and_degrades_when_small():
     big = es.probe_sum(d_model=64, n_tokens=20, n_positions=10, n_segments=2, n_train=600, n_test=200)
     assert all(a == 1.0 for a in big["accuracy"].values()) and "exact" in big["note"]
@@ -161,12 +154,7 @@ def test_run_experiment_tiny():
         ex.run_experiment(variants=("product",))
 
 
-# -- the real model --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def minilm():
-    return es.cached_minilm()
-
-
+# -- the real model (the fixture minilm: tests/conftest.py) ---------------------------------------
 def test_real_model_parts_tupe_and_wordpieces(minilm):
     model, tok = minilm
     enc = tok("I love strawberries.", "They are sweet.")

@@ -136,10 +136,8 @@ def test_prepost_gradients_shapes_and_bad_depth():
         ne.prepost_gradients(n_layers=0)
 
 
-def test_minilm_layernorms_on_the_sphere():
-    from qalib.pretrained import minilm
-
-    model, tok = minilm()
+def test_minilm_layernorms_on_the_sphere(minilm):
+    model, tok = minilm
     res = ne.minilm_layernorms(model, tok("A short test sentence."))
     z = [r["z_norm"] for r in res.values() if r["z_norm"] is not None]
     assert len(res) == 13 and len(z) >= 12 and np.allclose(np.concatenate(z), math.sqrt(384), rtol=1e-4)

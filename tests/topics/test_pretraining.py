@@ -82,6 +82,8 @@ def test_mask_sentence_shares_and_messages():
         pt.mask_sentence("   ")
     with pytest.raises(ValueError, match="seed"):
         pt.mask_sentence("hi", seed=-1)
+    long = pt.mask_sentence("the cat sat on the mat " * 40, n_redraws=10)
+    assert len(long["tokens"]) == len(long["shown"]) == 128 and long["tokens"][-1] == "[SEP]"  # BERT keeps [SEP]
 
 
 def test_split_word_leak():
@@ -108,11 +110,6 @@ def test_pair_stats_layout_and_shortcut():
 
 
 # -- segment ids in the real model --------------------------------------------------------------
-@pytest.fixture(scope="module")
-def minilm():
-    return pt.cached_minilm()
-
-
 def test_segment_effect(minilm):
     model, tok = minilm
     enc = tok("The cat sat.", "It slept.")
@@ -130,6 +127,12 @@ def test_segment_effect(minilm):
     assert "nothing changes" in pt.segment_view("One sentence.", "", "zero", 3)["note"]
     with pytest.raises(ValueError, match="layer"):
         pt.segment_view(layer=9)
+
+
+def test_segment_view_of_a_pair_longer_than_its_128_word_pieces():
+    r = pt.segment_view("the cat sat " * 40, "on the mat " * 40, "swap", 3)
+    assert len(r["tokens"]) == r["rel_change"].shape[1] == 128
+    assert r["tokens"][0] == "[CLS]" and r["tokens"].count("[SEP]") == 2 and r["tokens"][-1] == "[SEP]"
 
 
 # -- the experiment -----------------------------------------------------------------------------

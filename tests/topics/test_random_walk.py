@@ -181,8 +181,8 @@ def test_residual_experiment_tiny_run():
         E.run_residual_experiment(steps=0)
 
 
-def test_minilm_measurements():
-    model, tok = E.checkpoint()
+def test_minilm_measurements(minilm):
+    model, tok = minilm
     text = "The cat sat on the mat."
     prof = E.minilm_profiles(model, tok, text)
     assert prof["real"].shape == (7,) and prof["attention only"][6] < 1e-6 < prof["real"].min()

@@ -152,8 +152,8 @@ def test_pretrained_asymmetry_on_a_tiny_model():
     assert np.all(r["random_shared_self_z"] >= 1.0)
 
 
-def test_pretrained_diagonal_matches_the_models_own_scores():
-    model, tok = S.checkpoint()
+def test_pretrained_diagonal_matches_the_models_own_scores(minilm):
+    model, tok = minilm
     r = S.pretrained_diagonal(model, tok, "a short sentence about attention heads")
     with torch.no_grad():
         scores = model(**tok("a short sentence about attention heads"), return_internals=True).internals["layer0.scores"][0]
