@@ -15,7 +15,8 @@ __version__ = "0.1.0"
 
 from qalib.device import get_device
 from qalib.seeding import seed_everything
-from qalib.claims import check, check_all, check_close, ClaimFailed
+from qalib.claims import check, check_all, check_close, identity, identity_close, quote, ClaimFailed
 from qalib.style import use_style
 
-__all__ = ["get_device", "seed_everything", "check", "check_all", "check_close", "ClaimFailed", "use_style", "__version__"]
+__all__ = ["get_device", "seed_everything", "check", "check_all", "check_close", "identity", "identity_close", "quote",
+           "ClaimFailed", "use_style", "__version__"]

@@ -1,8 +1,14 @@
-"""Claim checks: a notebook states a claim, the next cell measures it and calls `check`.
+"""Three kinds of statement, each printed with its own mark so the reader can tell them apart.
 
-`check` prints one line, "✓ <claim> — measured: <value>", and raises ClaimFailed if the claim does
-not hold. Executing the notebooks in the test suite therefore verifies every claim they make, and
-counting the ✓ lines in an executed notebook counts its verified claims.
+    check(...)      "✓ <claim> — measured: <value>"            a measurement: evidence, which would fail if the
+                                                               claim were false (and raises ClaimFailed if so)
+    identity(...)   "≡ identity: <claim> — checked: <value>"   a derivation or a property true by construction,
+                                                               checked numerically: it guards the code, it is not
+                                                               evidence, and it is never counted as such
+    quote(...)      "❝ quoted: <figure> — <source>"            a figure from a paper, with its table or section
+
+Executing the notebooks in the test suite verifies every measurement and identity they print; the ✓ lines of an
+executed notebook, and only they, count its measurements. notebooks/REVIEWING.md says which kind a statement is.
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-TICK = "\u2713"
+TICK = "\u2713"       # ✓ a measurement
+IDENTITY = "\u2261"   # ≡ an identity, checked numerically
+QUOTE = "\u275d"      # ❝ a quoted figure
+MARKS = (TICK, IDENTITY, QUOTE)
 
 
 class ClaimFailed(AssertionError):
@@ -24,8 +33,11 @@ class ClaimFailed(AssertionError):
 class CheckedClaim:
     claim: str
     measured: object
+    kind: str = "measurement"  # or "identity"
 
     def __str__(self) -> str:
+        if self.kind == "identity":
+            return f"{IDENTITY} identity: {self.claim} — checked: {format_value(self.measured)}"
         return f"{TICK} {self.claim} — measured: {format_value(self.measured)}"
 
     def _ipython_display_(self) -> None:
@@ -52,7 +64,30 @@ def format_value(value: object) -> str:
 
 
 def check(claim: str, holds: bool, measured: object = None) -> CheckedClaim:
-    """Print a tick line if `holds`, otherwise raise ClaimFailed naming the claim and the measurement."""
+    """A measurement: print a tick line if `holds`, otherwise raise ClaimFailed naming the claim and the value.
+    Use it only where `holds` could come out False if the claim about the world (BERT, training, the paper) were
+    false; an identity or arithmetic goes through `identity`."""
+    return _verify(claim, holds, measured, "measurement")
+
+
+def identity(claim: str, holds: bool, checked: object = None) -> CheckedClaim:
+    """A derivation checked numerically (an identity, arithmetic, a property true by construction): printed with
+    "≡ identity:", not a tick, and not counted as a measurement. It still raises ClaimFailed if it does not hold,
+    which means the code, not the world, is wrong."""
+    return _verify(claim, holds, checked, "identity")
+
+
+def quote(figure: str, source: str) -> str:
+    """A figure taken from a paper, printed as quoted with its source (paper, table or section); nothing is checked."""
+    for name, text in (("figure", figure), ("source", source)):
+        if not isinstance(text, str) or not text.strip():
+            raise TypeError(f"{name} must be a non-empty string (a quote names its paper and table or section)")
+    line = f"{QUOTE} quoted: {figure} — {source}"
+    print(line)
+    return line
+
+
+def _verify(claim: str, holds: bool, measured: object, kind: str) -> CheckedClaim:
     if not isinstance(claim, str) or not claim.strip():
         raise TypeError("claim must be a non-empty string describing what is being checked")
     if isinstance(holds, torch.Tensor):
@@ -65,9 +100,10 @@ def check(claim: str, holds: bool, measured: object = None) -> CheckedClaim:
         holds = bool(holds.item())
     if not isinstance(holds, (bool, np.bool_)):
         raise TypeError(f"holds must be a bool, got {type(holds).__name__}")
-    result = CheckedClaim(claim, measured)
+    result = CheckedClaim(claim, measured, kind)
     if not holds:
-        raise ClaimFailed(f"claim does not hold: {claim} — measured: {format_value(measured)}")
+        what = "claim does not hold" if kind == "measurement" else "identity does not hold (a bug in the code)"
+        raise ClaimFailed(f"{what}: {claim} — measured: {format_value(measured)}")
     print(result)
     return result
 
@@ -77,6 +113,15 @@ def check_close(claim: str, measured, expected, *, rtol: float = 1e-5, atol: flo
 
     NaN never counts as close: a NaN measurement fails the claim.
     """
+    return _close(claim, measured, expected, rtol, atol, check)
+
+
+def identity_close(claim: str, value, expected, *, rtol: float = 1e-5, atol: float = 0.0) -> CheckedClaim:
+    """An identity checked numerically to rtol/atol (two ways of computing the same thing agree)."""
+    return _close(claim, value, expected, rtol, atol, identity)
+
+
+def _close(claim, measured, expected, rtol, atol, report) -> CheckedClaim:
     if rtol < 0 or atol < 0:
         raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
     m = _as_array(measured)
@@ -87,7 +132,7 @@ def check_close(claim: str, measured, expected, *, rtol: float = 1e-5, atol: flo
         raise ValueError(f"check_close: measured shape {m.shape} and expected shape {e.shape} do not match") from err
     shown = measured if m.size > 1 else float(m.reshape(-1)[0])
     tol = f"rtol={rtol:g}" + (f", atol={atol:g}" if atol else "")
-    return check(f"{claim} (expected {format_value(expected)}, {tol})", ok, shown)
+    return report(f"{claim} (expected {format_value(expected)}, {tol})", ok, shown)
 
 
 def check_all(claim: str, conditions: Iterable[bool], measured: object = None) -> CheckedClaim:

@@ -45,7 +45,7 @@ def pytest_terminal_summary(terminalreporter):
     if NOTEBOOK_TIMES:
         terminalreporter.write_sep("-", "notebook execution (headless)")
         for name, (secs, n) in sorted(NOTEBOOK_TIMES.items()):
-            terminalreporter.write_line(f"{name:45s} {secs:6.1f} s   {n:3d} claims checked")
+            terminalreporter.write_line(f"{name:45s} {secs:6.1f} s   {n:3d} measurements")
     compared = sorted(name for name, runs in CLAIM_RUNS.items() if len(runs) == 2)
     if CLAIM_RUNS:
         terminalreporter.write_sep("-", "claims reproduced in two fresh kernels (headless and JupyterLab)")

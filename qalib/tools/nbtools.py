@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from qalib.claims import TICK
+from qalib.claims import MARKS, TICK
 from qalib.tools.paths import NOTEBOOKS
 
 
@@ -59,18 +59,23 @@ def execute(path: Path, timeout: int = 180, store_widget_state: bool = False, en
     return nb, time.perf_counter() - start
 
 
-def tick_lines(nb) -> list[str]:
-    """The lines printed by claim checks, in order."""
+def statement_lines(nb) -> list[str]:
+    """The lines printed by measurements (✓), identities (≡) and quotes (❝), in order."""
     lines = []
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
-                lines += [line for line in out.get("text", "").splitlines() if line.startswith(TICK)]
+                lines += [line for line in out.get("text", "").splitlines() if line.startswith(MARKS)]
     return lines
 
 
+def tick_lines(nb) -> list[str]:
+    """The measurements (✓ lines) of an executed notebook, in order."""
+    return [line for line in statement_lines(nb) if line.startswith(TICK)]
+
+
 def ticks(nb) -> int:
-    """How many claim checks printed their tick in an executed notebook."""
+    """How many measurements an executed notebook printed (identities and quotes are not counted)."""
     return len(tick_lines(nb))
 
 

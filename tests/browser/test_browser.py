@@ -14,7 +14,7 @@ import pytest
 
 import nbformat
 
-from qalib.tools.nbtools import notebook_paths, tick_lines
+from qalib.tools.nbtools import notebook_paths, statement_lines
 
 from conftest import record_claims
 from lab_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SCREENSHOTS, server
@@ -84,7 +84,7 @@ def _menu(page, top: str, item: str):
 
 
 def _saved_claims(page, path: Path) -> list[str]:
-    """Save the notebook from the browser (File > Save Notebook) and read the claim lines of what was saved:
+    """Save the notebook from the browser (File > Save Notebook) and read the statement lines of what was saved:
     what this JupyterLab kernel printed, to compare with the headless run."""
     before = path.stat().st_mtime_ns
     _menu(page, "File", "Save Notebook")
@@ -98,7 +98,7 @@ def _saved_claims(page, path: Path) -> list[str]:
             return False
 
     _wait(saved, 30, f"JupyterLab to save {path.name}")
-    return tick_lines(nbformat.read(path, as_version=4))
+    return statement_lines(nbformat.read(path, as_version=4))
 
 
 def _image_src(demo) -> str:
