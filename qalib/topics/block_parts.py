@@ -17,8 +17,8 @@ import copy
 import functools
 import math
 import time
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,10 @@ from qalib.train import layer_grad_norms
 from qalib.device import one_thread
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
-from qalib.widgets import Change, Demo, Update, live
+from qalib.drawing import Change, Update, live
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 MASKS = ("none", "causal", "padding", "causal + padding")
 
@@ -482,6 +485,9 @@ def plot_cost_view(fig, r: dict) -> Update:
 
 
 def cost_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"T": W.IntSlider(value=512, min=16, max=1024, step=16, description="sequence length T"),
                 "k": W.IntSlider(value=64, min=16, max=256, step=16, description="Linformer k")}
     return Demo(cost_view, plot_cost_view, controls, title="Sequence length -> memory and time of attention",
@@ -489,6 +495,9 @@ def cost_demo() -> Demo:
 
 
 def mask_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"mask": W.Dropdown(options=list(MASKS), value="causal", description="mask"),
                 "position": W.IntSlider(value=5, min=0, max=11, description="changed position"),
                 "n_pad": W.IntSlider(value=3, min=0, max=8, description="padding tokens")}
@@ -562,6 +571,9 @@ def plot_residual_view(fig, results: dict) -> Update:
 
 
 def residual_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"n_layers": W.IntSlider(value=8, min=1, max=RESIDUAL_DEMO_LAYERS, description="layers"),
                 "residual": W.Checkbox(value=False, description="residual connections"),
                 "norm": W.Dropdown(options=["layer", "none"], value="layer", description="norm")}

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import matplotlib as mpl
 import numpy as np
 import torch
@@ -30,9 +30,12 @@ from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
-from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
+from qalib.drawing import (Change, LiveTickLabels, Panels, Update, bar_polygons, fixed_or_nice, live, live_bars, most,
+                           nice_ceiling, set_limits)
 from qalib.pretrained import minilm
-from qalib.widgets import Change, Demo, Panels, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
 BERT_TABLE8 = {  # Devlin et al. 2019, appendix C.2, Table 8: masking rates MASK/SAME/RND
@@ -307,6 +310,9 @@ def plot_masked_sentence(fig, r) -> Update:
 
 
 def masking_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "text": W.Text(value="The quick brown fox jumps over the lazy dog near the riverbank.", description="sentence"),
         "mlm_prob": W.FloatSlider(value=0.15, min=0.0, max=1.0, step=0.05, description="mlm_prob"),
@@ -452,6 +458,9 @@ def plot_segment_effect(fig, r) -> Update:
 
 
 def segment_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "text_a": W.Text(value="The cat sat on the mat.", description="sentence A"),
         "text_b": W.Text(value="It was warm there.", description="sentence B"),

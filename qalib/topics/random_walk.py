@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import matplotlib.ticker
 import numpy as np
 import torch
@@ -22,7 +22,10 @@ import torch.nn.functional as F
 from matplotlib.collections import PolyCollection
 
 from qalib.device import one_thread
-from qalib.widgets import Change, Demo, Update, live, set_limits
+from qalib.drawing import Change, Update, live, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 FLOAT_FLOOR = 1e-16  # float64 round-off: a mean-removed ratio below this is "fully collapsed"
 MARKOV_STEPS = 128  # markov_demo's largest t; its distance curve always runs this far, so its axis stays put
@@ -357,6 +360,9 @@ def plot_markov_demo(fig, r) -> Update:
 
 
 def markov_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1.3, max=1.3, step=0.05, description="temperature τ"),
         "t": W.IntSlider(value=8, min=0, max=MARKOV_STEPS, description="steps t"),
@@ -412,6 +418,9 @@ def plot_collapse_demo(fig, r) -> Update:
 
 
 def collapse_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "depth": W.IntSlider(value=12, min=1, max=COLLAPSE_DEPTH, description="layers"),
         "residual": W.Checkbox(value=False, description="residual"),

@@ -1,4 +1,8 @@
-"""qalib.fastdraw: word pieces as one collection of glyph outlines, bars as one collection of polygons."""
+"""qalib.drawing: what an update changed, word pieces as one collection of glyph outlines, bars as one collection
+of polygons."""
+
+import subprocess
+import sys
 
 import matplotlib.figure
 import matplotlib.font_manager
@@ -7,7 +11,8 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.transforms import Bbox
 
-from qalib.fastdraw import ELLIPSIS, LiveTickLabels, bar_polygons, fitted, label_path, live_bars, text_width
+from qalib.drawing import (ELLIPSIS, Change, LiveTickLabels, Panels, bar_polygons, fitted, fixed_or_nice, label_path,
+                           live_bars, live_title, most, nice_ceiling, power_of_two_window, set_limits, text_width)
 
 
 def _figure(layout="constrained"):
@@ -142,3 +147,42 @@ def test_token_labels_thin_out_a_long_text_and_take_no_text():
     assert len(labels.collection.get_paths()) == 10  # up to `most`, every one
     labels.set([])
     assert len(labels.collection.get_paths()) == 0
+
+
+def test_limit_helpers():
+    assert [nice_ceiling(x) for x in (0.3, 1.0, 1.01, 4.9, 5.0, 7.0, 130.0)] == [0.5, 1.0, 2.0, 5.0, 5.0, 10.0, 200.0]
+    assert nice_ceiling(float("nan")) == 1.0 and nice_ceiling(0.0) == 1.0
+    assert most(None, Change.AXES, None) is Change.AXES and most(Change.AXES, Change.FIGURE) is Change.FIGURE
+    assert most(None, None) is None
+    assert [power_of_two_window(n) for n in (1, 8, 9, 100, 512, 513)] == [8, 8, 16, 128, 512, 1024]
+    assert power_of_two_window(3, smallest=2) == 4
+    assert fixed_or_nice(2.9, 3.0) == 3.0 and fixed_or_nice(3.1, 3.0) == 5.0
+    fig = matplotlib.figure.Figure()
+    ax = fig.add_subplot()
+    assert set_limits(ax, ylim=(0, 2)) == Panels(ax) and set_limits(ax, ylim=(0, 2)) is None
+    twin = ax.twinx()
+    other = fig.add_subplot(2, 1, 2)
+    assert Panels(ax) == {ax, twin} and most(None, Panels(other), Panels(ax)) == {ax, twin, other}
+    assert most(Panels(ax), Change.AXES) is Change.AXES
+    assert ax.get_ylim() == (0, 2)
+    numbers = live_title(ax, "static part")
+    assert numbers.get_animated() and ax.get_title("left") == "static part" and not ax.title.get_animated()
+
+
+def test_the_drawing_layer_and_the_topics_plot_code_work_without_ipywidgets():
+    """Plot code needs no widget shell (an experiment's worker process, a figure on the static site): with
+    ipywidgets unimportable, qalib.drawing and every topic module import, and only building a demo fails."""
+    code = ("import importlib, pkgutil, sys\n"
+            "sys.modules['ipywidgets'] = None  # as if it were not installed: importing it raises ImportError\n"
+            "import qalib.drawing, qalib.topics\n"
+            "for module in pkgutil.iter_modules(qalib.topics.__path__):\n"
+            "    importlib.import_module('qalib.topics.' + module.name)\n"
+            "from qalib.topics.shared_qk import diagonal_demo\n"
+            "try:\n"
+            "    diagonal_demo()\n"
+            "except ImportError:\n"
+            "    pass\n"
+            "else:\n"
+            "    raise AssertionError('a demo was built without ipywidgets')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -1,9 +1,21 @@
-"""Live artists that redraw in a few milliseconds: labels along an axis and bars that change with a setting.
+"""Drawing for plots and demos, matplotlib only: what a demo's redraw changes (live) and what it keeps (static).
 
-A tick label is a Text: Agg rasterises it glyph by glyph (about 0.5 ms a label plus 0.2 ms a glyph), and when
-the labels change (a typed sentence's word pieces) or the limits move, the whole panel has to be drawn again.
-Here labels are glyph outlines in one PathCollection and bars are polygons in one PolyCollection: both are
-`live` artists whose contents an update replaces, so such a change redraws only them, over the kept background.
+A plot function `plot(fig, result)` draws on a figure; `qalib.widgets.Demo` calls it. Drawing a multi-panel
+figure from scratch takes 150-400 ms on a 2-core laptop, mostly axes, ticks and text. So `plot` may build its
+figure once and return an `update(result)` function that changes only the artists that depend on the result
+(line data, bar heights, image values, titles with numbers), which `plot` marks with `live(...)`. Everything
+else is drawn once and kept as a background; a redraw restores it and draws the live artists over it
+(matplotlib's blitting). `update` returns what else it changed: nothing more (None), the static parts of some
+panels (`Panels(ax, ...)`, which `set_limits` returns when limits move: those panels are drawn again and pasted
+into the kept background), anything static (`Change.AXES`: the kept figure is drawn again), or which panels
+there are (`Change.FIGURE`: `plot` runs again on a new figure). A plot function that returns None is simply
+plotted afresh on every change.
+
+Live artists that redraw in a few milliseconds: a tick label is a Text, which Agg rasterises glyph by glyph
+(about 0.5 ms a label plus 0.2 ms a glyph), and when the labels change (a typed sentence's word pieces) or the
+limits move, the whole panel has to be drawn again. `LiveTickLabels` draws labels as glyph outlines in one
+PathCollection and `live_bars` bars as polygons in one PolyCollection: both are live artists whose contents an
+update replaces, so such a change redraws only them, over the kept background.
 
     pieces = LiveTickLabels(ax, "x")       # no ticks on x; room for the labels reserved below the axes
     bars = live_bars(ax, facecolors="C0")
@@ -17,8 +29,10 @@ update may set them and return None.
 
 from __future__ import annotations
 
+import enum
 import functools
-import math
+from collections.abc import Callable
+from typing import Any
 
 import matplotlib as mpl
 import numpy as np
@@ -28,8 +42,94 @@ from matplotlib.path import Path
 from matplotlib.textpath import TextPath, text_to_path
 from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory
 
-from qalib.widgets import live
 
+# -- what an update changed ----------------------------------------------------------------------
+class Change(enum.Enum):
+    """What an `update(result)` changed besides its live artists, hence how much must be drawn again."""
+
+    AXES = "axes"      # limits, ticks or static labels: draw the kept figure again (its layout stays)
+    FIGURE = "figure"  # which panels there are, or their shapes: plot a new figure
+
+
+class Panels(frozenset):
+    """What an `update(result)` returns when it changed static parts (limits, ticks, labels) of these axes only:
+    they are drawn again, without the other panels, and the pixels of their areas (tick labels and titles
+    included, before and after the change) are pasted into the kept background. Their siblings (shared or twin
+    axes) are included. tests/test_demos.py compares every redraw with a fresh plot, pixel for pixel."""
+
+    def __new__(cls, *axes):
+        found = set()
+        for ax in axes:
+            found |= set(ax.get_shared_x_axes().get_siblings(ax)) | set(ax.get_shared_y_axes().get_siblings(ax))
+        return super().__new__(cls, found)
+
+    def __repr__(self) -> str:
+        return f"Panels({len(self)} axes)"
+
+
+Update = Callable[[Any], "Change | Panels | None"]
+
+
+def live(*artists):
+    """Mark the artists that `update` changes. They are left out of the kept background and drawn over it
+    on every redraw, on top of the static artists of their axes. Returns the artists, for chaining."""
+    for artist in artists:
+        artist.set_animated(True)
+    return artists
+
+
+def set_limits(ax, xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None) -> Panels | None:
+    """Set axis limits; `Panels(ax)` if they moved (its ticks must be drawn again), else None."""
+    moved = None
+    for lim, get, set_ in ((xlim, ax.get_xlim, ax.set_xlim), (ylim, ax.get_ylim, ax.set_ylim)):
+        if lim is not None and not np.allclose(get(), lim, rtol=1e-9, atol=0):
+            set_(*lim)
+            moved = Panels(ax)
+    return moved
+
+
+def nice_ceiling(x: float) -> float:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... (times any power of ten) that is >= x > 0. Limits rounded up this
+    way move only when the data crosses a step, so most redraws keep their axes (and are fast)."""
+    if not (np.isfinite(x) and x > 0):
+        return 1.0
+    exponent = np.floor(np.log10(x))
+    for step in (1.0, 2.0, 5.0, 10.0):
+        if step * 10.0**exponent >= x * (1 - 1e-12):
+            return float(step * 10.0**exponent)
+    return float(10.0 ** (exponent + 1))
+
+
+def fixed_or_nice(extent: float, fixed: float) -> float:
+    """An axis limit: `fixed` while it holds `extent`, else the 1-2-5 step above `extent` (nice_ceiling), so the
+    limit stays put over a demo's usual range and moves only in coarse steps beyond it."""
+    return fixed if extent <= fixed else nice_ceiling(extent)
+
+
+def live_title(ax, static_title: str = ""):
+    """A static title on the left and, returned, a live one on the right for the numbers: every glyph of a live
+    text is drawn again on each change, those of the static title never."""
+    if static_title:
+        ax.set_title(static_title, loc="left")
+    return live(ax.set_title("", loc="right", fontsize="small", fontweight="normal"))[0]
+
+
+def power_of_two_window(n: int, smallest: int = 8) -> int:
+    """max(smallest, the least power of two >= n): an axis range that follows a size (a length, a sequence)
+    in coarse steps, so most moves of the size keep the axes."""
+    return max(smallest, 1 << (int(n) - 1).bit_length())
+
+
+def most(*changes: Change | Panels | None) -> Change | Panels | None:
+    """The largest of several changes (FIGURE > AXES > the union of Panels > None), for an update made of parts."""
+    for kind in (Change.FIGURE, Change.AXES):
+        if kind in changes:
+            return kind
+    panels = [change for change in changes if isinstance(change, Panels)]
+    return Panels(*(ax for change in panels for ax in change)) if panels else None
+
+
+# -- live labels and bars --------------------------------------------------------------------------
 ELLIPSIS = "\u2026"
 
 
