@@ -4,6 +4,7 @@ Layout (one purpose per module):
     device, seeding, style   -- set-up helpers every notebook calls first
     claims                   -- `check(...)`: a claim in prose, verified by the cell right after it
     drawing                  -- matplotlib only: what a demo's update redraws (live artists, limits, labels, bars)
+                                and the axes helpers plots share (log ticks, margins, seed bands)
     widgets                  -- `Demo`: compute function -> plot function -> ipywidgets controls
     testing                  -- for the tests and the benchmark: finite results, values to sweep a control over
     attention, positions, norms, model

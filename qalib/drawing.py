@@ -25,22 +25,27 @@ update replaces, so such a change redraws only them, over the kept background.
 
 The axis keeps no ticks, so moving its limits changes no static pixel (nothing static depends on them): an
 update may set them and return None.
+
+Axes that stay fast to draw: `decade_ticks` labels log10 data on a linear axis, `log_ticks` thins a log axis's
+ticks, `limits_with_margins` fixes limits once, and `seed_band` draws a mean over seeds with its min-max band.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
 import matplotlib as mpl
+import matplotlib.ticker
 import numpy as np
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.font_manager import FontProperties
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath, text_to_path
-from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory
+from matplotlib.transforms import Affine2D, ScaledTranslation, Transform, blended_transform_factory
 
 
 # -- what an update changed ----------------------------------------------------------------------
@@ -133,6 +138,11 @@ def most(*changes: Change | Panels | None) -> Change | Panels | None:
 ELLIPSIS = "\u2026"
 
 
+def points_to_pixels(fig) -> Transform:
+    """The transform of paths measured in points (1/72 inch), such as glyph outlines, to the pixels of `fig`."""
+    return Affine2D().scale(1 / 72) + fig.dpi_scale_trans
+
+
 @functools.lru_cache(maxsize=64)
 def _font(size: float) -> FontProperties:
     return FontProperties(size=size)  # looked up once: finding the font is most of a TextPath's cost
@@ -179,6 +189,12 @@ def _reach(width: float, height: float, rotation: float, ha: str, va: str) -> tu
     return float(-turned[:, 1].min()), float(-turned[:, 0].min())
 
 
+def _checked_axis(axis: str) -> str:
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    return axis
+
+
 class LiveTickLabels:
     """Labels at data positions along the x axis (below the axes) or the y axis (left of it), drawn as one live
     collection of glyph outlines: word pieces, or tick labels that follow moving limits.
@@ -192,8 +208,7 @@ class LiveTickLabels:
 
     def __init__(self, ax, axis: str = "x", *, size: float | str = 7.0, rotation: float | None = None,
                  width_chars: int = 12, most: int = 40, pad: float = 3.5) -> None:
-        if axis not in ("x", "y"):
-            raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+        _checked_axis(axis)
         if not ((isinstance(size, str) or size > 0) and width_chars >= 1 and most >= 1 and pad >= 0):
             raise ValueError(f"size, width_chars, most and pad must be positive, got {size}, {width_chars}, "
                              f"{most}, {pad}")
@@ -216,7 +231,7 @@ class LiveTickLabels:
             self._positions = lambda p: np.c_[np.zeros(len(p)), p]
         colour = mpl.rcParams[f"{axis}tick.labelcolor"]
         self.collection = PathCollection([], offsets=np.zeros((0, 2)), offset_transform=along + outside,
-                                         transform=Affine2D().scale(1 / 72) + fig.dpi_scale_trans,  # points -> pixels
+                                         transform=points_to_pixels(fig),
                                          facecolors=mpl.rcParams[f"{axis}tick.color"] if colour == "inherit" else colour,
                                          linewidths=0, clip_on=False)
         self.collection.set_in_layout(False)  # the reserve below stands in for it
@@ -268,3 +283,54 @@ def live_bars(ax, **kwargs) -> PolyCollection:
     ax.add_collection(bars, autolim=False)
     live(bars)
     return bars
+
+
+# -- static axes that stay fast to draw ---------------------------------------------------------------
+def decade_ticks(ax, axis: str, exponents) -> None:
+    """Label an axis that shows log10 of its data with the values themselves at whole decades, at most 7 of them
+    over the span of `exponents` (log10 values; NaNs are ignored). Drawing log10 on a linear axis instead of a
+    log axis keeps a redraw fast (matplotlib's log tick labels are mathtext, slow to render)."""
+    _checked_axis(axis)
+    lo, hi = math.floor(np.nanmin(exponents)), math.ceil(np.nanmax(exponents))
+    step = max(1, math.ceil((hi - lo) / 6))
+    ticks = np.arange(lo, hi + 1, step)
+    labels = [f"{10.0 ** t:g}" if -3 <= t <= 4 else f"1e{t}" for t in ticks]
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks, labels)
+
+
+def log_ticks(ax, axis: str, values, labels=None) -> None:
+    """Major ticks at `values` only, named by `labels` (default: the axis's own formatter), and no minor ticks, on
+    a log or symlog axis: by itself such an axis ticks every decade and puts minor ticks between them, which over
+    many decades crowd it and cost drawing time."""
+    target = ax.xaxis if _checked_axis(axis) == "x" else ax.yaxis
+    target.set_ticks(values, labels)
+    target.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def limits_with_margins(lo: float, hi: float, margin: float = 0.05) -> tuple[float, float]:
+    """Limits for data from lo to hi with `margin` of the span added on each side, as autoscaling would add (5%):
+    set once, they stay put when an update moves the data."""
+    pad = margin * (hi - lo)
+    return lo - pad, hi + pad
+
+
+def seed_band(ax, x, rows, *, log: bool = False, alpha: float = 0.25, **line):
+    """The mean of `rows` (S, n), one row a seed, drawn against `x` (n,) as a line, with a band from their minimum
+    to their maximum in the line's colour. log=True draws log10 of the values (label the axis with decade_ticks).
+    `line` goes to ax.plot (label, color, marker, ...). Returns the line, the band and move(x, rows), which puts
+    both on other data in place (for an update)."""
+    def stats(rows):
+        rows = np.asarray(rows, dtype=float)
+        rows = np.log10(rows) if log else rows
+        return rows.mean(0), rows.min(0), rows.max(0)
+
+    mean, lo, hi = stats(rows)
+    (drawn,) = ax.plot(x, mean, **line)
+    band = ax.fill_between(x, lo, hi, color=drawn.get_color(), alpha=alpha, lw=0)
+
+    def move(x, rows) -> None:
+        mean, lo, hi = stats(rows)
+        drawn.set_data(x, mean)
+        band.set_data(x, lo, hi)
+
+    return drawn, band, move

@@ -22,13 +22,12 @@ import numpy as np
 import torch
 from matplotlib.collections import PathCollection
 from matplotlib.textpath import TextPath
-from matplotlib.transforms import Affine2D
 
 from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
 from qalib.pretrained import minilm
-from qalib.drawing import LiveTickLabels, Update, live
+from qalib.drawing import LiveTickLabels, Update, live, points_to_pixels
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -408,7 +407,7 @@ def plot_readout(fig, r: dict) -> Update:
     points = ax.scatter([0.0], [0.0], c=[0.0], cmap="viridis", s=60, alpha=0.6)
     # The labels as one collection of text paths: 25 annotations would take ~150 ms to draw on every change.
     labels = PathCollection([], offsets=np.zeros((0, 2)), offset_transform=ax.transData,
-                            transform=Affine2D().scale(1 / 72) + fig.dpi_scale_trans,  # points -> pixels
+                            transform=points_to_pixels(fig),
                             facecolor=matplotlib.rcParams["text.color"], edgecolor="none", zorder=3)
     ax.add_collection(labels, autolim=False)
     ax.set(xlim=(-READOUT_VIEW, READOUT_VIEW), ylim=(-READOUT_VIEW, READOUT_VIEW),

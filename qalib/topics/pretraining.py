@@ -26,12 +26,11 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import BoxStyle
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath, text_to_path
-from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
 from qalib.drawing import (Change, LiveTickLabels, Panels, Update, bar_polygons, fixed_or_nice, live, live_bars, most,
-                           nice_ceiling, set_limits)
+                           nice_ceiling, points_to_pixels, set_limits)
 from qalib.pretrained import minilm
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -271,8 +270,7 @@ def plot_masked_sentence(fig, r) -> Update:
     title = ax1.set_title("", fontsize=10)  # live: the count of maskable pieces follows the sentence
     # every box and every label in two collections: paths in points (scaled to pixels at draw time), placed at
     # offsets in axes fractions; not clipped, as a Text would not be
-    points = Affine2D().scale(1 / 72) + fig.dpi_scale_trans
-    on_axes = {"offset_transform": ax1.transAxes, "transform": points, "clip_on": False}
+    on_axes = {"offset_transform": ax1.transAxes, "transform": points_to_pixels(fig), "clip_on": False}
     boxes = ax1.add_collection(PathCollection([], edgecolors="0.6", linewidths=1.0, **on_axes), autolim=False)
     labels = ax1.add_collection(PathCollection([], facecolors=mpl.rcParams["text.color"], linewidths=0, **on_axes),
                                 autolim=False)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.drawing import LiveTickLabels, Update, live, live_title, power_of_two_window
+from qalib.drawing import LiveTickLabels, Update, live, live_title, log_ticks, power_of_two_window
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -360,9 +360,8 @@ def pe_plot(fig, r: dict) -> Update:
     ax2.set_xscale("symlog", base=2, linthresh=OFFSET_LINEAR_UP_TO, linscale=2)
     ticks = [0, 8, 16, 32, 64, 128, 256, PE_DEMO_MAX_LENGTH]
     ax2.set(title="PE(p) . PE(p + k) / (d/2)", xlabel=f"offset k (positions; log scale beyond {OFFSET_LINEAR_UP_TO})",
-            ylabel="normalised dot product", xlim=(0, PE_DEMO_MAX_LENGTH), xticks=ticks, xticklabels=map(str, ticks),
-            ylim=(-1.05, 1.05))
-    ax2.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ylabel="normalised dot product", xlim=(0, PE_DEMO_MAX_LENGTH), ylim=(-1.05, 1.05))
+    log_ticks(ax2, "x", ticks, [str(t) for t in ticks])
     live(image, dot)
 
     def update(r) -> None:
