@@ -3,7 +3,10 @@
 Layout (one purpose per module):
     device, seeding, style   -- set-up helpers every notebook calls first
     claims                   -- `check(...)`: a claim in prose, verified by the cell right after it
-    widgets                  -- `Demo`: compute function -> plot function -> controls
+    drawing                  -- matplotlib only: what a demo's update redraws (live artists, limits, labels, bars)
+                                and the axes helpers plots share (log ticks, margins, seed bands)
+    widgets                  -- `Demo`: compute function -> plot function -> ipywidgets controls
+    testing                  -- for the tests and the benchmark: finite results, values to sweep a control over
     attention, positions, norms, model
                              -- the mini-BERT and its parts, one design choice per typed config field
     pretrained               -- all-MiniLM-L6-v2 from the PyPI package, no network

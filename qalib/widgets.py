@@ -8,15 +8,9 @@ The callback only calls `compute(**control_values)` and then `plot(fig, result)`
 those two pure functions, which the unit tests call directly. Tests (and the benchmark) drive a demo
 without a browser: `demo.set(a=10.0)` changes a control exactly as a user would and redraws.
 
-Fast redraws: drawing a multi-panel figure from scratch takes 150-400 ms on a 2-core laptop, mostly axes,
-ticks and text. So `plot` may build its figure once and return an `update(result)` function that changes
-only the artists that depend on the result (line data, bar heights, image values, titles with numbers),
-which `plot` marks with `live(...)`. Everything else is drawn once and kept as a background; a redraw
-restores it and draws the live artists over it (matplotlib's blitting). `update` returns what else it
-changed: nothing more (None), the static parts of some panels (`Panels(ax, ...)`, which `set_limits` returns
-when limits move: those panels are drawn again and pasted into the kept background), anything static
-(`Change.AXES`: the kept figure is drawn again), or which panels there are (`Change.FIGURE`: `plot` runs
-again on a new figure). A plot function that returns None is simply plotted afresh on every change.
+`plot` may return an `update(result)` function that changes only what depends on the result; the demo then
+draws it over a kept background. qalib.drawing (matplotlib only) explains how, and has what plots use for it
+(`live`, `set_limits`, `Panels`, `Change`, live labels and bars).
 
 If compute raises ValueError (a setting that makes no sense), the demo shows the message in place
 and keeps the last valid figure, instead of a traceback.
@@ -24,7 +18,6 @@ and keeps the last valid figure, instead of a traceback.
 
 from __future__ import annotations
 
-import enum
 import io
 import time
 from collections.abc import Callable, Mapping
@@ -39,91 +32,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
 
 from qalib.device import one_thread
-
-
-class Change(enum.Enum):
-    """What an `update(result)` changed besides its live artists, hence how much must be drawn again."""
-
-    AXES = "axes"      # limits, ticks or static labels: draw the kept figure again (its layout stays)
-    FIGURE = "figure"  # which panels there are, or their shapes: plot a new figure
-
-
-class Panels(frozenset):
-    """What an `update(result)` returns when it changed static parts (limits, ticks, labels) of these axes only:
-    they are drawn again, without the other panels, and the pixels of their areas (tick labels and titles
-    included, before and after the change) are pasted into the kept background. Their siblings (shared or twin
-    axes) are included. tests/test_demos.py compares every redraw with a fresh plot, pixel for pixel."""
-
-    def __new__(cls, *axes):
-        found = set()
-        for ax in axes:
-            found |= set(ax.get_shared_x_axes().get_siblings(ax)) | set(ax.get_shared_y_axes().get_siblings(ax))
-        return super().__new__(cls, found)
-
-    def __repr__(self) -> str:
-        return f"Panels({len(self)} axes)"
-
-
-Update = Callable[[Any], "Change | Panels | None"]
-
-
-def live(*artists):
-    """Mark the artists that `update` changes. They are left out of the kept background and drawn over it
-    on every redraw, on top of the static artists of their axes. Returns the artists, for chaining."""
-    for artist in artists:
-        artist.set_animated(True)
-    return artists
-
-
-def set_limits(ax, xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None) -> Panels | None:
-    """Set axis limits; `Panels(ax)` if they moved (its ticks must be drawn again), else None."""
-    moved = None
-    for lim, get, set_ in ((xlim, ax.get_xlim, ax.set_xlim), (ylim, ax.get_ylim, ax.set_ylim)):
-        if lim is not None and not np.allclose(get(), lim, rtol=1e-9, atol=0):
-            set_(*lim)
-            moved = Panels(ax)
-    return moved
-
-
-def nice_ceiling(x: float) -> float:
-    """The smallest of 1, 2, 5, 10, 20, 50, ... (times any power of ten) that is >= x > 0. Limits rounded up this
-    way move only when the data crosses a step, so most redraws keep their axes (and are fast)."""
-    if not (np.isfinite(x) and x > 0):
-        return 1.0
-    exponent = np.floor(np.log10(x))
-    for step in (1.0, 2.0, 5.0, 10.0):
-        if step * 10.0**exponent >= x * (1 - 1e-12):
-            return float(step * 10.0**exponent)
-    return float(10.0 ** (exponent + 1))
-
-
-def fixed_or_nice(extent: float, fixed: float) -> float:
-    """An axis limit: `fixed` while it holds `extent`, else the 1-2-5 step above `extent` (nice_ceiling), so the
-    limit stays put over a demo's usual range and moves only in coarse steps beyond it."""
-    return fixed if extent <= fixed else nice_ceiling(extent)
-
-
-def live_title(ax, static_title: str = ""):
-    """A static title on the left and, returned, a live one on the right for the numbers: every glyph of a live
-    text is drawn again on each change, those of the static title never."""
-    if static_title:
-        ax.set_title(static_title, loc="left")
-    return live(ax.set_title("", loc="right", fontsize="small", fontweight="normal"))[0]
-
-
-def power_of_two_window(n: int, smallest: int = 8) -> int:
-    """max(smallest, the least power of two >= n): an axis range that follows a size (a length, a sequence)
-    in coarse steps, so most moves of the size keep the axes."""
-    return max(smallest, 1 << (int(n) - 1).bit_length())
-
-
-def most(*changes: Change | Panels | None) -> Change | Panels | None:
-    """The largest of several changes (FIGURE > AXES > the union of Panels > None), for an update made of parts."""
-    for kind in (Change.FIGURE, Change.AXES):
-        if kind in changes:
-            return kind
-    panels = [change for change in changes if isinstance(change, Panels)]
-    return Panels(*(ax for change in panels for ax in change)) if panels else None
+from qalib.drawing import Change, Panels, Update
 
 
 class Demo:
@@ -400,45 +309,3 @@ def _note_html(result: Any) -> str:
     """A compute result may carry a `note` (str) to show above the figure, e.g. 'd_k=1: nothing to scale'."""
     note = result.get("note") if isinstance(result, Mapping) else getattr(result, "note", None)
     return f"<span style='color:#2166ac'>{note}</span>" if note else ""
-
-
-def finite_values(result: Any) -> bool:
-    """True if every number inside a compute result (nested dicts, lists, arrays, tensors) is finite."""
-    import torch
-
-    if isinstance(result, torch.Tensor):
-        return bool(torch.isfinite(result.float()).all()) if result.is_floating_point() else True
-    if isinstance(result, np.ndarray):
-        return bool(np.isfinite(result).all()) if np.issubdtype(result.dtype, np.number) else True
-    if isinstance(result, (float, int, np.number)) and not isinstance(result, bool):
-        return bool(np.isfinite(result))
-    if isinstance(result, Mapping):
-        return all(finite_values(v) for v in result.values())
-    if isinstance(result, (list, tuple)):
-        return all(finite_values(v) for v in result)
-    if hasattr(result, "__dataclass_fields__"):
-        return all(finite_values(getattr(result, f)) for f in result.__dataclass_fields__)
-    return True
-
-
-def sweep_values(control: W.ValueWidget, n: int = 6) -> list[Any]:
-    """Values a user could give a control: both ends of its range and points between (for tests and the benchmark)."""
-    if isinstance(control, (W.Dropdown, W.RadioButtons, W.ToggleButtons, W.SelectionSlider, W.Select)):
-        values = [v if not isinstance(v, tuple) else v[1] for v in control.options]
-        return [values[i % len(values)] for i in range(max(n, len(values)))]
-    if isinstance(control, (W.Checkbox, W.ToggleButton)):
-        return [not control.value, control.value] * max(1, n // 2)
-    if isinstance(control, (W.FloatLogSlider,)):
-        exps = np.linspace(control.min, control.max, n)
-        return [float(control.base ** e) for e in exps]
-    if isinstance(control, (W.IntSlider, W.BoundedIntText)):
-        return sorted({int(round(v)) for v in np.linspace(control.min, control.max, n)})
-    if isinstance(control, (W.FloatSlider, W.BoundedFloatText)):
-        return [float(v) for v in np.linspace(control.min, control.max, n)]
-    if isinstance(control, (W.IntRangeSlider, W.FloatRangeSlider)):
-        lo, hi = control.min, control.max
-        return [(lo, hi), (lo, lo + (hi - lo) / 2), (lo + (hi - lo) / 2, hi)]
-    if isinstance(control, (W.Text, W.Textarea)):  # typing on: a short and a long clause added, then the text again
-        text = control.value
-        return [f"{text} Then it rained.", f"{text} It was late, and the long road home was dark.", text]
-    return [control.value]

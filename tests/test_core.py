@@ -1,15 +1,15 @@
 """qalib's core helpers: claims, device, seeding, style, the Demo widget helper."""
 
 import ipywidgets as W
-import matplotlib.figure
 import numpy as np
 import pytest
 import torch
 
 import qalib
 from qalib.claims import ClaimFailed, check, check_all, check_close
-from qalib.widgets import (Change, Demo, Panels, finite_values, fixed_or_nice, live, live_title, most, nice_ceiling,
-                           power_of_two_window, set_limits)
+from qalib.drawing import Change, live, most, nice_ceiling, set_limits
+from qalib.testing import finite_values
+from qalib.widgets import Demo
 
 
 def test_check_prints_a_tick_and_the_value(capsys):
@@ -274,26 +274,6 @@ def test_demo_names_a_wrong_plot_or_update_return_value():
         demo.set(x=2.0)
 
 
-def test_limit_helpers():
-    assert [nice_ceiling(x) for x in (0.3, 1.0, 1.01, 4.9, 5.0, 7.0, 130.0)] == [0.5, 1.0, 2.0, 5.0, 5.0, 10.0, 200.0]
-    assert nice_ceiling(float("nan")) == 1.0 and nice_ceiling(0.0) == 1.0
-    assert most(None, Change.AXES, None) is Change.AXES and most(Change.AXES, Change.FIGURE) is Change.FIGURE
-    assert most(None, None) is None
-    assert [power_of_two_window(n) for n in (1, 8, 9, 100, 512, 513)] == [8, 8, 16, 128, 512, 1024]
-    assert power_of_two_window(3, smallest=2) == 4
-    assert fixed_or_nice(2.9, 3.0) == 3.0 and fixed_or_nice(3.1, 3.0) == 5.0
-    fig = matplotlib.figure.Figure()
-    ax = fig.add_subplot()
-    assert set_limits(ax, ylim=(0, 2)) == Panels(ax) and set_limits(ax, ylim=(0, 2)) is None
-    twin = ax.twinx()
-    other = fig.add_subplot(2, 1, 2)
-    assert Panels(ax) == {ax, twin} and most(None, Panels(other), Panels(ax)) == {ax, twin, other}
-    assert most(Panels(ax), Change.AXES) is Change.AXES
-    assert ax.get_ylim() == (0, 2)
-    numbers = live_title(ax, "static part")
-    assert numbers.get_animated() and ax.get_title("left") == "static part" and not ax.title.get_animated()
-
-
 def test_finite_values():
     assert finite_values({"a": [1.0, np.ones(2)], "b": torch.zeros(3)})
     assert not finite_values({"a": [1.0, np.array([np.nan])]})
@@ -330,7 +310,7 @@ def test_one_thread_restores_the_thread_count_also_when_nested():
 
 
 def test_sweep_values_reach_every_kind_of_control():
-    from qalib.widgets import sweep_values
+    from qalib.testing import sweep_values
 
     assert sweep_values(W.IntSlider(value=3, min=1, max=9), 3) == [1, 5, 9]
     assert sweep_values(W.Checkbox(value=False), 2) == [True, False]

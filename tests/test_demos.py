@@ -7,7 +7,7 @@ import ipywidgets as W
 import pytest
 
 from qalib.catalog import demo_factories
-from qalib.widgets import finite_values, sweep_values
+from qalib.testing import finite_values, sweep_values
 
 FACTORIES = [(stem, f) for stem, fs in demo_factories().items() for f in fs]
 
@@ -76,5 +76,5 @@ def test_updating_in_place_draws_what_a_fresh_plot_draws(stem, factory):
             control.value = value
             if demo.error is None:
                 assert demo.image.value == _fresh_png(demo), f"{factory.__name__}: {name}={value!r} drew a stale figure"
-                if isinstance(control, W.Text):  # a typed sentence must not redraw static parts (qalib.fastdraw)
+                if isinstance(control, W.Text):  # a typed sentence must not redraw static parts (qalib.drawing)
                     assert demo.last_redraw_kind == "live", f"{factory.__name__}: new {name} drew {demo.last_redraw_kind}"

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from qalib.widgets import sweep_values
+from qalib.testing import sweep_values
 
 
 def bench_notebooks(topic: str = "") -> None:

@@ -17,8 +17,8 @@ import copy
 import functools
 import math
 import time
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,10 @@ from qalib.train import layer_grad_norms
 from qalib.device import one_thread
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
-from qalib.widgets import Change, Demo, Update, live
+from qalib.drawing import Change, Update, decade_ticks, limits_with_margins, live, seed_band
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 MASKS = ("none", "causal", "padding", "causal + padding")
 
@@ -98,35 +101,6 @@ def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer"
             "residual": residual, "norm": norm, "seeds": list(seeds)}
 
 
-def _band(ax, x, rows, label, log=False):
-    """Mean over seeds (rows) with a min-max band; log=True draws log10 of the values (label with _log_ticks).
-    Returns the line, the band and move(x, rows), which puts both on other data in place."""
-    def stats(rows):
-        rows = np.log10(rows) if log else rows
-        return rows.mean(0), rows.min(0), rows.max(0)
-
-    mean, lo, hi = stats(rows)
-    line, = ax.plot(x, mean, marker="o", ms=3, label=label)
-    band = ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.25, lw=0)
-
-    def move(x, rows) -> None:
-        mean, lo, hi = stats(rows)
-        line.set_data(x, mean)
-        band.set_data(x, lo, hi)
-
-    return line, band, move
-
-
-def _log_ticks(ax, which: str, values) -> None:
-    """Label an axis that shows log10(values) with the values themselves at whole decades. Drawing log10 on a
-    linear axis instead of a log axis keeps a redraw fast (matplotlib's log tick labels are slow to render)."""
-    lo, hi = math.floor(np.nanmin(values)), math.ceil(np.nanmax(values))
-    step = max(1, math.ceil((hi - lo) / 6))
-    ticks = np.arange(lo, hi + 1, step)
-    labels = [f"{10.0 ** t:g}" if -3 <= t <= 4 else f"1e{t}" for t in ticks]
-    (ax.set_xticks if which == "x" else ax.set_yticks)(ticks, labels)
-
-
 GRAD_FLOOR = 1e-30  # a gradient that underflowed to 0 is drawn at the floor of the log axis
 
 
@@ -141,9 +115,11 @@ def plot_init_gradients(fig, results: dict) -> None:
     """results: {label: init_gradients(...)}. Gradient size and its token-specific share against depth."""
     ax1, ax2 = fig.subplots(1, 2)
     for label, r in results.items():
-        _band(ax1, np.arange(r["n_layers"] + 1), np.maximum(r["act"], GRAD_FLOOR), label, log=True)
-        _band(ax2, np.arange(r["n_layers"] + 1), r["share"], label)
-    _log_ticks(ax1, "y", np.log10(np.concatenate([np.maximum(r["act"], GRAD_FLOOR).ravel() for r in results.values()])))
+        depths = np.arange(r["n_layers"] + 1)
+        seed_band(ax1, depths, np.maximum(r["act"], GRAD_FLOOR), log=True, label=label, marker="o", ms=3)
+        seed_band(ax2, depths, r["share"], label=label, marker="o", ms=3)
+    decade_ticks(ax1, "y",
+                 np.log10(np.concatenate([np.maximum(r["act"], GRAD_FLOOR).ravel() for r in results.values()])))
     _label_gradient_axes(ax1, ax2)
     ax2.legend(fontsize=8)
 
@@ -228,7 +204,7 @@ def plot_superposition(fig, res: dict) -> None:
     vals = np.log10(np.maximum([res["error"][n] for n in names], 1e-18))
     ax.barh(names, vals + 18, left=-18, color=["#2166ac" if v < -10 else "#b35806" for v in vals])
     ax.axvline(math.log10(res["eps"]), color="grey", ls="--", lw=1, label="float64 machine epsilon")
-    _log_ticks(ax, "x", [-18, 1])
+    decade_ticks(ax, "x", [-18, 1])
     ax.set(title=f"superposition test, a={res['a']:g}, b={res['b']:g}", xlabel="relative error (log scale; ~1e-16 = linear)")
     ax.legend(fontsize=8)
 
@@ -412,7 +388,7 @@ def plot_cost(fig, res: dict, mark: int | None = None) -> None:
         if mark is not None:
             ax.axvline(math.log10(mark), color="grey", ls="--", lw=1)
         ax.set_xticks(lt, [str(t) for t in res["T"]])
-        _log_ticks(ax, "y", np.concatenate([full, lin]))
+        decade_ticks(ax, "y", np.concatenate([full, lin]))
         ax.set(xlabel="sequence length T (log scale)", ylabel=f"{unit} (log scale)")
         ax.legend(fontsize=8)
     ax1.set_title("scores tensor (B, H, T, T) vs (B, H, T, k)")
@@ -456,14 +432,13 @@ def plot_cost_view(fig, r: dict) -> Update:
     lin, = ax1.plot(lg, np.log10(r["mb_lin"]), label="Linformer: 12 T k x 4 bytes")
     mark = ax1.axvline(math.log10(r["T"]), color="grey", ls="--", lw=1)
     ax1.set_xticks(np.log10([16, 64, 256, 1024, 4096]), ["16", "64", "256", "1024", "4096"])
-    _log_ticks(ax1, "y", full)
-    margin, y_margin = 0.05 * (lg[-1] - lg[0]), 0.05 * (full[-1] - full[0])
-    ax1.set(xlim=(lg[0] - margin, lg[-1] + margin), ylim=(full[0] - y_margin, full[-1] + y_margin),
+    decade_ticks(ax1, "y", full)
+    ax1.set(xlim=limits_with_margins(lg[0], lg[-1]), ylim=limits_with_margins(full[0], full[-1]),
             xlabel="sequence length T (log scale)", ylabel="MB (log scale)")
     ax1.legend(fontsize=8, loc="upper left")
     # bars of log10(ms) standing on the bottom of the axis (0.01 ms)
     bars = ax2.bar(["full", "Linformer"], [0, 0], bottom=MS_VIEW[0], color=["#2166ac", "#b35806"])
-    _log_ticks(ax2, "y", MS_VIEW)
+    decade_ticks(ax2, "y", MS_VIEW)
     ax2.set(ylim=MS_VIEW, ylabel="wall time (ms, one run; log scale)")
     live(lin, mark, *bars, ax1.title, ax2.title)
 
@@ -482,6 +457,9 @@ def plot_cost_view(fig, r: dict) -> Update:
 
 
 def cost_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"T": W.IntSlider(value=512, min=16, max=1024, step=16, description="sequence length T"),
                 "k": W.IntSlider(value=64, min=16, max=256, step=16, description="Linformer k")}
     return Demo(cost_view, plot_cost_view, controls, title="Sequence length -> memory and time of attention",
@@ -489,6 +467,9 @@ def cost_demo() -> Demo:
 
 
 def mask_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"mask": W.Dropdown(options=list(MASKS), value="causal", description="mask"),
                 "position": W.IntSlider(value=5, min=0, max=11, description="changed position"),
                 "n_pad": W.IntSlider(value=3, min=0, max=8, description="padding tokens")}
@@ -539,11 +520,11 @@ def plot_residual_view(fig, results: dict) -> Update:
     ax1, ax2 = fig.subplots(1, 2)
     (label, r), = results.items()
     depths = np.arange(r["n_layers"] + 1)
-    *grad, move_grad = _band(ax1, depths, np.maximum(r["act"], GRAD_FLOOR), label, log=True)
-    *share, move_share = _band(ax2, depths, r["share"], label)
+    *grad, move_grad = seed_band(ax1, depths, np.maximum(r["act"], GRAD_FLOOR), log=True, label=label, marker="o", ms=3)
+    *share, move_share = seed_band(ax2, depths, r["share"], label=label, marker="o", ms=3)
     setting = ax1.text(0.97, 0.05, label, transform=ax1.transAxes, ha="right", va="bottom", fontsize=8,
                        bbox={"fc": "white", "ec": "0.8"})  # bottom right: the bands rise from bottom left
-    _log_ticks(ax1, "y", [math.log10(GRAD_FLOOR), 0])
+    decade_ticks(ax1, "y", [math.log10(GRAD_FLOOR), 0])
     _label_gradient_axes(ax1, ax2)
     for ax in (ax1, ax2):
         ax.set(xlim=(-0.5, RESIDUAL_DEMO_LAYERS + 0.5), xticks=range(0, RESIDUAL_DEMO_LAYERS + 1, 2))
@@ -562,6 +543,9 @@ def plot_residual_view(fig, results: dict) -> Update:
 
 
 def residual_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"n_layers": W.IntSlider(value=8, min=1, max=RESIDUAL_DEMO_LAYERS, description="layers"),
                 "residual": W.Checkbox(value=False, description="residual connections"),
                 "norm": W.Dropdown(options=["layer", "none"], value="layer", description="norm")}

@@ -19,7 +19,8 @@ from qalib.data import CLS, IGNORE, N_SPECIAL, PAD, Batch
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.device import one_thread
-from qalib.topics.block_parts import _band, _int_in, _log_ticks, block_config
+from qalib.drawing import decade_ticks, seed_band
+from qalib.topics.block_parts import _int_in, block_config
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = {"with residual": True, "without residual": False}
@@ -99,9 +100,9 @@ def _train_one(run: tuple[str, int], n_layers: int, d_model: int, task: LookupTa
 def plot_residual_experiment(fig, res: ResidualResult) -> None:
     ax1, ax2 = fig.subplots(1, 2)
     for i, name in enumerate(res.variants):
-        _band(ax1, np.arange(res.n_layers), res.init_grad[i], name, log=True)
-        _band(ax2, res.steps, res.curves[i], name)
-    _log_ticks(ax1, "y", np.log10(res.init_grad))
+        seed_band(ax1, np.arange(res.n_layers), res.init_grad[i], log=True, label=name, marker="o", ms=3)
+        seed_band(ax2, res.steps, res.curves[i], label=name, marker="o", ms=3)
+    decade_ticks(ax1, "y", np.log10(res.init_grad))
     ax1.set(title="gradient norm per layer at initialisation", xlabel="layer", ylabel="||grad of layer params|| (log scale)")
     ax2.axhline(1 / (res.task.vocab_size - N_SPECIAL), color="grey", ls=":", lw=1, label="chance")
     ax2.set(title=f"{res.n_layers}-layer mini-BERT, {len(res.seeds)} seeds (min-max band)", xlabel="training step",

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import numpy as np
 import torch
 
 from qalib.positions import sinusoidal
-from qalib.widgets import Change, Demo, Update, live, nice_ceiling, set_limits
+from qalib.drawing import Change, Update, live, nice_ceiling, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 # name -> (what it is, who uses it)
 INITS = {
@@ -371,6 +374,9 @@ def _setting(d_model: int, init: str, scaled: bool) -> dict:
 
 def setting_demo() -> Demo:
     """d_model, init and the factor on/off -> norms, cosine to the token, token/position recovery."""
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"d_model": W.SelectionSlider(options=list(DEMO_D), value=512, description="d_model"),
                 "init": W.Dropdown(options=list(INITS), value="t2t", description="init"),
                 "scaled": W.Checkbox(value=True, description="multiply by sqrt(d_model)")}
@@ -389,6 +395,9 @@ def _factor_sweep(d_model: int, init: str, log10_factor: float) -> dict:
 
 def factor_demo() -> Demo:
     """Sweep the multiplier: where do token and position both survive, and where does sqrt(d) fall?"""
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"d_model": W.SelectionSlider(options=list(DEMO_D), value=256, description="d_model"),
                 "init": W.Dropdown(options=list(INITS), value="t2t", description="init"),
                 "log10_factor": W.FloatSlider(value=1.0, min=-1.0, max=3.0, step=0.1, description="log10 factor")}
@@ -402,6 +411,9 @@ def _tied(d_model: int, init: str) -> dict:
 
 def tied_demo() -> Demo:
     """The same table is the output layer: how big are the initial logits?"""
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"d_model": W.SelectionSlider(options=list(DEMO_D), value=512, description="d_model"),
                 "init": W.Dropdown(options=list(INITS), value="t2t", description="init")}
     return Demo(_tied, plot_tied_logits, controls, title="The tied output layer at initialisation", figsize=(7, 3.2))

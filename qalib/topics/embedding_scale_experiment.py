@@ -17,6 +17,7 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import SyntheticLanguage, MLMTask
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.positions import sinusoidal
@@ -104,8 +105,7 @@ def _train_one(run: tuple[str, int], d_model: int, vocab_size: int, task, train_
 def plot_experiment(fig, res: ExperimentResult) -> None:
     ax1, ax2 = fig.subplots(1, 2)
     for i, (v, curves) in enumerate(res.loss.items()):
-        ax1.plot(res.steps, curves.mean(0), color=f"C{i}", label=LABELS[v])
-        ax1.fill_between(res.steps, curves.min(0), curves.max(0), color=f"C{i}", alpha=0.25)
+        seed_band(ax1, res.steps, curves, color=f"C{i}", label=LABELS[v])
     ax1.axhline(res.uniform_loss, color="k", ls=":", lw=1, label="uniform guess")
     ax1.set(xlabel="training step", ylabel="MLM loss (nats)", title="Training loss: mean, band = min-max over seeds")
     ax1.legend(fontsize=8)

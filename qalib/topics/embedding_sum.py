@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import matplotlib
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
+from qalib.drawing import LiveTickLabels, Update, bar_polygons, live, live_bars
 from qalib.pretrained import minilm
 from qalib.probes import fit_probe, probe_accuracy
-from qalib.widgets import Demo, Update, live
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
 
@@ -241,6 +243,9 @@ def plot_probe(fig, r) -> Update:
 
 
 def probe_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "d_model": W.IntSlider(value=64, min=2, max=384, step=2, description="d_model"),
         "n_tokens": W.IntSlider(value=100, min=2, max=400, description="tokens V"),
@@ -361,6 +366,9 @@ def plot_pair(fig, r) -> Update:
 
 
 def pair_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "text": W.Text(value="I love strawberries.", description="sentence A"),
         "pair": W.Text(value="They are sweet.", description="sentence B"),

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from qalib.config import MiniBertConfig
 from qalib.data import CLS, N_SPECIAL, SEP, Batch
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.probes import fit_probe
@@ -278,9 +279,7 @@ def _train_one(run: tuple[str, int], steps, d_model, n_layers, batch_size, lr, t
 def plot_experiment(fig, r) -> None:
     ax1, ax2 = fig.subplots(1, 2)
     for i, name in enumerate(r["variants"]):
-        c = r["curves"][name]
-        ax1.plot(r["log_steps"], c.mean(0), color=f"C{i}", label=name)
-        ax1.fill_between(r["log_steps"], c.min(0), c.max(0), color=f"C{i}", alpha=0.2)
+        seed_band(ax1, r["log_steps"], r["curves"][name], alpha=0.2, color=f"C{i}", label=name)
     ax1.axhline(0.5, color="0.5", ls=":", lw=1)
     ax1.set(xlabel="training step", ylabel="training-batch accuracy", ylim=(0.3, 1.02),
             title=f"Marker-in-sentence-B task ({len(r['seeds'])} seeds, band = min-max)")

@@ -15,21 +15,22 @@ from __future__ import annotations
 import functools
 import math
 import time
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import matplotlib
 import numpy as np
 import torch
 from matplotlib.collections import PathCollection
 from matplotlib.textpath import TextPath
-from matplotlib.transforms import Affine2D
 
 from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
 from qalib.pretrained import minilm
-from qalib.fastdraw import LiveTickLabels
-from qalib.widgets import Demo, Update, live
+from qalib.drawing import LiveTickLabels, Update, live, points_to_pixels
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 # Vaswani et al. 2017, Table 3 row (A): base model, d_model = 512, dev set newstest2013 (EN-DE).
 VASWANI_TABLE3_A = {"n_heads": [1, 4, 8, 16, 32], "d_k": [512, 128, 64, 32, 16],
@@ -335,6 +336,9 @@ def plot_attention_map(fig, r: dict) -> Update:
 
 
 def attention_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"layer": W.Dropdown(options=list(range(6)), value=0, description="layer"),
                 "head": W.Dropdown(options=list(range(12)) + ["mean"], value=2, description="head"),
                 "text": W.Text(value=SENTENCES[0], description="sentence", layout=W.Layout(width="420px"))}
@@ -403,7 +407,7 @@ def plot_readout(fig, r: dict) -> Update:
     points = ax.scatter([0.0], [0.0], c=[0.0], cmap="viridis", s=60, alpha=0.6)
     # The labels as one collection of text paths: 25 annotations would take ~150 ms to draw on every change.
     labels = PathCollection([], offsets=np.zeros((0, 2)), offset_transform=ax.transData,
-                            transform=Affine2D().scale(1 / 72) + fig.dpi_scale_trans,  # points -> pixels
+                            transform=points_to_pixels(fig),
                             facecolor=matplotlib.rcParams["text.color"], edgecolor="none", zorder=3)
     ax.add_collection(labels, autolim=False)
     ax.set(xlim=(-READOUT_VIEW, READOUT_VIEW), ylim=(-READOUT_VIEW, READOUT_VIEW),
@@ -429,6 +433,9 @@ def plot_readout(fig, r: dict) -> Update:
 
 
 def readout_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"m": W.IntSlider(value=4, min=2, max=8, description="symbols m"),
                 "heads": W.Dropdown(options=["one head", "two heads"], value="one head", description="heads"),
                 "left_weight": W.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="weight on x[t-1]")}

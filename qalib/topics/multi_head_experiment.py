@@ -17,8 +17,8 @@ import copy
 from dataclasses import dataclass, field
 
 from functools import lru_cache, partial
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import numpy as np
 import torch
 
@@ -28,7 +28,9 @@ from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.topics.multi_head import VASWANI_TABLE3_A, plot_heads_view
 from qalib.train import TrainConfig, evaluate, train
-from qalib.widgets import Demo
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 
 def _int_at_least(name: str, value, minimum: int) -> int:
@@ -199,6 +201,9 @@ def heads_view(res: HeadsResult, n_heads: int, seed: int, remove) -> dict:
 
 
 def heads_demo(result: HeadsResult | None = None) -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     res = result if result is not None else _small_result()
     compute = partial(heads_view, res)
     controls = {"n_heads": W.Dropdown(options=res.n_heads, value=res.n_heads[-1], description="heads"),

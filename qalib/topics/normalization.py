@@ -14,15 +14,18 @@ normalization_experiment.py.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import numpy as np
 import torch
 
 from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
-from qalib.widgets import Change, Demo, Update, fixed_or_nice, live, most, set_limits
+from qalib.drawing import Change, Update, fixed_or_nice, live, most, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 # dims each norm averages over. Text (N sentences, L positions, E features); images (N, C channels, H, W).
 AXES = {
@@ -209,6 +212,9 @@ def plot_padding_effect(fig, r) -> Update:
 
 
 def padding_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     return Demo(padding_effect, plot_padding_effect, {
         "batch_size": W.IntSlider(value=16, min=1, max=64, description="batch size"),
         "pad_frac": W.FloatSlider(value=0.4, min=0.0, max=0.9, step=0.05, description="padding fraction"),
@@ -330,6 +336,9 @@ def plot_running_stats(fig, r) -> Update:
 
 
 def running_stats_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     return Demo(running_stats_trace, plot_running_stats, {
         "momentum": W.FloatSlider(value=0.1, min=0.0, max=1.0, step=0.01, description="momentum"),
         "train_mode": W.ToggleButtons(options=[("train mode", True), ("eval mode", False)], value=True),

@@ -20,6 +20,7 @@ import torch
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
 from qalib.device import one_thread
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.norms import TokenBatchNorm
 from qalib.parallel import map_grid
@@ -191,9 +192,8 @@ def plot_loss_curves(fig, exp: NormExperiment):
     ax = fig.add_subplot()
     for norm in exp.norms:
         c = exp.loss[norm]
-        m = c.mean(0)
-        ax.plot(exp.step, m, color=NORM_COLOURS[norm], label=f"{NORM_LABELS[norm]} ({m[-1]:.2f})")
-        ax.fill_between(exp.step, c.min(0), c.max(0), color=NORM_COLOURS[norm], alpha=0.2)
+        label = f"{NORM_LABELS[norm]} ({c.mean(0)[-1]:.2f})"
+        seed_band(ax, exp.step, c, alpha=0.2, color=NORM_COLOURS[norm], label=label)
     ax.set(xlabel="training step", ylabel="masked-LM loss (nats)",
            title=f"Mini-BERT on padded masked LM: mean and min-max over {len(exp.seeds)} seeds")
     ax.legend(fontsize=8)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import matplotlib as mpl
 import numpy as np
 import torch
@@ -26,13 +26,15 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import BoxStyle
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath, text_to_path
-from matplotlib.transforms import Affine2D
 
 from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
 from qalib.device import one_thread
-from qalib.fastdraw import LiveTickLabels, bar_polygons, live_bars
+from qalib.drawing import (Change, LiveTickLabels, Panels, Update, bar_polygons, fixed_or_nice, live, live_bars, most,
+                           nice_ceiling, points_to_pixels, set_limits)
 from qalib.pretrained import minilm
-from qalib.widgets import Change, Demo, Panels, Update, fixed_or_nice, live, most, nice_ceiling, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
 BERT_TABLE8 = {  # Devlin et al. 2019, appendix C.2, Table 8: masking rates MASK/SAME/RND
@@ -268,8 +270,7 @@ def plot_masked_sentence(fig, r) -> Update:
     title = ax1.set_title("", fontsize=10)  # live: the count of maskable pieces follows the sentence
     # every box and every label in two collections: paths in points (scaled to pixels at draw time), placed at
     # offsets in axes fractions; not clipped, as a Text would not be
-    points = Affine2D().scale(1 / 72) + fig.dpi_scale_trans
-    on_axes = {"offset_transform": ax1.transAxes, "transform": points, "clip_on": False}
+    on_axes = {"offset_transform": ax1.transAxes, "transform": points_to_pixels(fig), "clip_on": False}
     boxes = ax1.add_collection(PathCollection([], edgecolors="0.6", linewidths=1.0, **on_axes), autolim=False)
     labels = ax1.add_collection(PathCollection([], facecolors=mpl.rcParams["text.color"], linewidths=0, **on_axes),
                                 autolim=False)
@@ -307,6 +308,9 @@ def plot_masked_sentence(fig, r) -> Update:
 
 
 def masking_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "text": W.Text(value="The quick brown fox jumps over the lazy dog near the riverbank.", description="sentence"),
         "mlm_prob": W.FloatSlider(value=0.15, min=0.0, max=1.0, step=0.05, description="mlm_prob"),
@@ -452,6 +456,9 @@ def plot_segment_effect(fig, r) -> Update:
 
 
 def segment_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "text_a": W.Text(value="The cat sat on the mat.", description="sentence A"),
         "text_b": W.Text(value="It was warm there.", description="sentence B"),

@@ -21,6 +21,7 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, MASK, N_SPECIAL, MLMTask, SyntheticLanguage, mask_tokens, with_cls_sep
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.probes import fit_probe, probe_accuracy
@@ -157,8 +158,6 @@ def plot_experiment(fig, r) -> None:
     ax1.set(ylabel="accuracy", ylim=(0, 1.05), title=f"after {r['steps']} steps (mean, min-max over {len(r['seeds'])} seeds)")
     ax1.legend(fontsize=7, loc="upper right")
     for i, v in enumerate(r["variants"]):
-        c = r["curves"][v]
-        ax2.plot(r["log_steps"], c.mean(0), color=f"C{i}", label=v)
-        ax2.fill_between(r["log_steps"], c.min(0), c.max(0), color=f"C{i}", alpha=0.25)
+        seed_band(ax2, r["log_steps"], r["curves"][v], color=f"C{i}", label=v)
     ax2.set(xlabel="training step", ylabel="MLM loss on the predicted 15% (nats)", title="training loss")
     ax2.legend(fontsize=7)

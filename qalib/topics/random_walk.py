@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
-import matplotlib.ticker
 import numpy as np
 import torch
 import torch.nn.functional as F
-from matplotlib.collections import PolyCollection
 
 from qalib.device import one_thread
-from qalib.widgets import Change, Demo, Update, live, set_limits
+from qalib.drawing import Change, Update, bar_polygons, limits_with_margins, live, live_bars, log_ticks, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 FLOAT_FLOOR = 1e-16  # float64 round-off: a mean-removed ratio below this is "fully collapsed"
 MARKOV_STEPS = 128  # markov_demo's largest t; its distance curve always runs this far, so its axis stays put
 COLLAPSE_DEPTH = 32  # collapse_demo's largest depth: its layer axis always spans 0..32
 COLLAPSE_TOKENS = COLLAPSE_DIM = 32  # collapse_demo's stack: n tokens of width d, hence effective rank <= 32
+LOG_AXIS_TICKS = (1e-16, 1e-12, 1e-8, 1e-4, 1.0)  # the log axes span 16 decades: one labelled tick every 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,17 +243,6 @@ def averaging_walk(p: torch.Tensor, x: torch.Tensor, t_max: int = 32) -> dict:
 # ---------------------------------------------------------------------------------------------
 # Plots
 # ---------------------------------------------------------------------------------------------
-def _sparse_log_ticks(ax) -> None:
-    """A log axis spanning 16 decades: one labelled tick every 4 decades, no minor ticks (also much faster)."""
-    ax.set_yticks([1e-16, 1e-12, 1e-8, 1e-4, 1.0])
-    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-
-
-def _with_margins(last: float) -> tuple[float, float]:
-    """x limits for 0..last with the 5% margins autoscaling would add."""
-    return -last / 20, last * 21 / 20
-
-
 def _seed_bands(variant: dict) -> dict:
     """{"ratio" | "erank": (centre, lowest, highest) per layer over the seeds}: the collapse ratio's geometric mean
     (floored at float64 round-off, so that a fully collapsed seed does not give log 0) and the effective rank's mean."""
@@ -280,7 +271,7 @@ def plot_collapse(fig, sweep: dict, title: str = "") -> None:
     ax1.axhline(FLOAT_FLOOR, color="0.5", ls=":", lw=1)
     ax1.set(yscale="log", ylim=(FLOAT_FLOOR / 3, 2), xlabel="layer", ylabel="||X - 1 mean|| / ||X||  (log)",
             title=title or f"Rank collapse ({len(sweep['seeds'])} seeds, band = min..max)")
-    _sparse_log_ticks(ax1)
+    log_ticks(ax1, "y", LOG_AXIS_TICKS)
     ax2.set(xlabel="layer", ylabel="effective rank of X", ylim=(0, None), title="Effective rank (exp entropy of SVs)")
     ax1.legend(fontsize=7)
 
@@ -323,25 +314,23 @@ def plot_markov_demo(fig, r) -> Update:
     ax1.set(xlabel="to token j", ylabel="from token i", xticks=ticks, yticks=ticks)
     ax1.grid(False)
     (walker,) = ax2.plot(tokens, np.zeros(n), "o-", ms=3, color="C0", label="row 0 of P^t")
-    bars = PolyCollection([], facecolor="0.7", edgecolor="none", label="stationary π")  # bars of width 0.8
-    ax2.add_collection(bars, autolim=False)
+    bars = live_bars(ax2, facecolors="0.7", label="stationary π")
     ax2.set(title="Walker from token 0 vs π", xlabel="token j", ylabel="probability", xticks=ticks, xlim=(-1, n))
     (tv,) = ax3.semilogy([], [], color="C1", label="max_i TV(P^t[i], π)")
     (rate,) = ax3.semilogy([], [], "--", color="0.4", label="|λ2|^t")
     (now,) = ax3.plot([0, 0], [1e-17, 1], color="C0", lw=1)  # the current t, up to 1: not across the legend
-    ax3.set(xlabel="steps t", ylabel="total variation (log)", xlim=_with_margins(MARKOV_STEPS), ylim=(1e-17, 1e5))
-    _sparse_log_ticks(ax3)  # the ticks stop at 1: above is the legend's room
+    ax3.set(xlabel="steps t", ylabel="total variation (log)", xlim=limits_with_margins(0, MARKOV_STEPS),
+            ylim=(1e-17, 1e5))
+    log_ticks(ax3, "y", LOG_AXIS_TICKS)  # the ticks stop at 1: above is the legend's room
     for ax in (ax2, ax3):
         ax.legend(fontsize=7, loc="upper right")
-    live(image, bars, walker, tv, rate, now, ax1.title, ax3.title)
+    live(image, walker, tv, rate, now, ax1.title, ax3.title)
 
     def update(r) -> Change | None:
         image.set_data(r["pt"])
         image.set_clim(0, r["pt"].max())
         ax1.set_title(f"P^{r['t_now']}, τ = {r['temperature']:.3g} (bright = likely)")
-        corners = np.stack([np.broadcast_to(tokens[:, None] + [-0.4, -0.4, 0.4, 0.4], (n, 4)),
-                            r["pi"][:, None] * [0, 1, 1, 0]], axis=-1)  # (n, 4, 2): each bar's outline
-        bars.set_verts(corners)
+        bars.set_verts(bar_polygons(tokens, r["pi"]))
         walker.set_ydata(r["row0"])
         steps = r["t"].astype(float)
         tv.set_data(steps, np.maximum(r["tv"], 1e-17))
@@ -357,6 +346,9 @@ def plot_markov_demo(fig, r) -> Update:
 
 
 def markov_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1.3, max=1.3, step=0.05, description="temperature τ"),
         "t": W.IntSlider(value=8, min=0, max=MARKOV_STEPS, description="steps t"),
@@ -391,10 +383,10 @@ def plot_collapse_demo(fig, r) -> Update:
         (line,) = ax.plot([], [], "-o", ms=3, color="C0")
         curves[key] = line, ax.fill_between([0, 1], [0, 0], [0, 0], color="C0", alpha=0.2)
         live(*curves[key])
-        ax.set_xlim(_with_margins(COLLAPSE_DEPTH))
+        ax.set_xlim(limits_with_margins(0, COLLAPSE_DEPTH))
     ax1.axhline(FLOAT_FLOOR, color="0.5", ls=":", lw=1)
     ax1.set(yscale="log", ylim=(FLOAT_FLOOR / 3, 2), xlabel="layer", ylabel="||X - 1 mean|| / ||X||  (log)")
-    _sparse_log_ticks(ax1)
+    log_ticks(ax1, "y", LOG_AXIS_TICKS)
     ax2.set(xlabel="layer", ylabel="effective rank of X", ylim=(0, min(COLLAPSE_TOKENS, COLLAPSE_DIM)),
             title="Effective rank (exp entropy of SVs)")
     live(ax1.title)
@@ -412,6 +404,9 @@ def plot_collapse_demo(fig, r) -> Update:
 
 
 def collapse_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "depth": W.IntSlider(value=12, min=1, max=COLLAPSE_DEPTH, description="layers"),
         "residual": W.Checkbox(value=False, description="residual"),

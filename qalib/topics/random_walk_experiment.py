@@ -19,7 +19,8 @@ from qalib.data import IGNORE, MLMTask, SyntheticLanguage
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.device import one_thread
-from qalib.topics.random_walk import FLOAT_FLOOR, _sparse_log_ticks, collapse_ratio, effective_rank, stationary
+from qalib.drawing import log_ticks, seed_band
+from qalib.topics.random_walk import FLOAT_FLOOR, LOG_AXIS_TICKS, collapse_ratio, effective_rank, stationary
 from qalib.train import TrainConfig, evaluate, train
 
 VARIANTS = {"residual": True, "no residual": False}
@@ -103,8 +104,7 @@ def plot_experiment(fig, res: dict) -> None:
     layers = np.arange(next(iter(res["ratio"].values())).shape[1])
     for i, name in enumerate(res["curves"]):
         c = res["curves"][name]
-        ax1.plot(res["step"], c.mean(0), color=f"C{i}", label=name)
-        ax1.fill_between(res["step"], c.min(0), c.max(0), color=f"C{i}", alpha=0.2)
+        seed_band(ax1, res["step"], c, alpha=0.2, color=f"C{i}", label=name)
         for key, style in (("ratio", "-o"), ("ratio_init", "--x")):
             r = np.maximum(res[key][name], FLOAT_FLOOR)
             ax2.plot(layers, np.exp(np.log(r).mean(0)), style, ms=4, color=f"C{i}",
@@ -117,7 +117,7 @@ def plot_experiment(fig, res: dict) -> None:
     ax1.legend(fontsize=7)
     ax2.set(yscale="log", ylim=(FLOAT_FLOOR / 3, 2), xlabel="layer (0 = embeddings)",
             ylabel="||H - 1 mean|| / ||H||  (log)", title="Collapse ratio of the hidden states")
-    _sparse_log_ticks(ax2)
+    log_ticks(ax2, "y", LOG_AXIS_TICKS)
     ax2.set_xticks(layers)
     ax2.legend(fontsize=7)
 
@@ -222,7 +222,7 @@ def plot_minilm_profiles(fig, prof: dict) -> None:
     ax.axhline(FLOAT_FLOOR, color="0.5", ls=":", lw=1)
     ax.set(yscale="log", ylim=(FLOAT_FLOOR / 3, 2), xlabel="layer (0 = embedding output)",
            ylabel="||H - 1 mean|| / ||H||  (log)", title=f"all-MiniLM-L6-v2, one sentence ({len(prof['tokens'])} word pieces)")
-    _sparse_log_ticks(ax)
+    log_ticks(ax, "y", LOG_AXIS_TICKS)
     ax.legend(fontsize=7)
 
 

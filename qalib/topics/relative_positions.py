@@ -12,14 +12,17 @@ relative_positions_experiment.py.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import matplotlib
 import numpy as np
 import torch
 
 from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
-from qalib.widgets import Change, Demo, Update, live, live_title, most, set_limits
+from qalib.drawing import Change, Update, live, live_title, most, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 METHODS = ("shaw", "relative_key_query", "t5", "rotary", "alibi")
 LABELS = {"shaw": "Shaw et al. (q.a)", "relative_key_query": "Huang m4 (q.a + k.a)", "t5": "T5 buckets",
@@ -167,6 +170,9 @@ def plot_bias(fig, r: dict) -> Update:
 
 
 def bias_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     methods = [(LABELS[m], m) for m in METHODS]
     return Demo(lambda method, clip, t, same_content: bias_matrix(method, t, clip, same_content=same_content),
                 plot_bias,
@@ -232,6 +238,9 @@ def plot_rotary(fig, r: dict) -> Update:
 
 
 def rotary_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     return Demo(rotary_profile, plot_rotary,
                 {"d_head": W.IntSlider(value=32, min=2, max=128, step=2, description="head size d"),
                  "base": W.FloatLogSlider(value=10000.0, base=10, min=1, max=6, step=0.25, description="base"),
@@ -300,6 +309,9 @@ def plot_slopes_and_buckets(fig, r: dict) -> Update:
 
 
 def slopes_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     return Demo(slopes_and_buckets, plot_slopes_and_buckets,
                 {"n_heads": W.IntSlider(value=8, min=1, max=ALIBI_MAX_HEADS, description="ALiBi heads"),
                  "n_buckets": W.IntSlider(value=32, min=4, max=64, step=2, description="T5 buckets"),

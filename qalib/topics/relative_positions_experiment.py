@@ -19,6 +19,7 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import MLMTask, ProbeTask, SyntheticLanguage
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.train import TrainConfig, evaluate, train
@@ -186,8 +187,8 @@ def plot_observations(fig, offsets_w, norms, offsets_a, attn, t: int) -> None:
     """norms: (n_seeds, 2k+1); attn: (n_seeds, 2T-1)."""
     ax1, ax2 = fig.subplots(1, 2)
     for data, ax, x in ((norms, ax1, offsets_w), (attn, ax2, offsets_a)):
-        ax.plot(x, data.mean(0), "o-", ms=3, color="C0", label="mean over seeds")
-        ax.fill_between(x, data.min(0), data.max(0), color="C0", alpha=0.25, label="min-max")
+        _, band, _ = seed_band(ax, x, data, marker="o", ms=3, color="C0", label="mean over seeds")
+        band.set_label("min-max")
     ax1.set(title="layer 0: norm of learned w_offset", xlabel="offset j - i (clipped, tokens)", ylabel="L2 norm")
     ax2.axhline(1 / t, color="0.4", ls=":", label="uniform 1/T")
     ax2.set(title="layer 0: mean attention at each offset", xlabel="offset j - i (tokens)", ylabel="probability")

@@ -7,14 +7,17 @@ The training ablation of section 5 lives in scaled_attention_experiment.py.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import numpy as np
 import torch
 
 from qalib.attention import attention, entropy, softmax_jacobian
 from qalib.config import SCALINGS
-from qalib.widgets import Change, Demo, Update, live
+from qalib.drawing import Change, Update, live
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 INITS = ("xavier_head", "xavier_full", "bert_0.02")
 
@@ -305,12 +308,18 @@ def _attention_compute(d_k, scaling):
 
 
 def attention_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"d_k": W.FloatLogSlider(value=64, base=2, min=0, max=12, step=1, description="d_k"),
                 "scaling": W.Dropdown(options=list(SCALINGS), value="inv_sqrt_dk", description="scaling")}
     return Demo(_attention_compute, plot_attention, controls, title="Random unit-variance q, k: logits and attention")
 
 
 def saturation_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"a": W.FloatLogSlider(value=1.0, base=10, min=-2, max=3, step=0.1, description="a"),
                 "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1, max=2, step=0.1, description="temperature T")}
     return Demo(saturation, plot_saturation, controls, title="softmax([a, a, 2a] / T): probabilities and gradient")

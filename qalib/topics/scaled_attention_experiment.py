@@ -20,6 +20,7 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import CLS, IGNORE, N_SPECIAL, Batch
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, train
@@ -133,9 +134,7 @@ def plot_ablation(fig, res) -> None:
     for ax, (key, xkey, ylabel, title) in zip(axes, panels):
         for i, s in enumerate(res["scales"]):
             r = res["runs"][s]
-            y, x = r[key], r[xkey][0]
-            ax.plot(x, y.mean(0), color=f"C{i}", label=s)
-            ax.fill_between(x, y.min(0), y.max(0), color=f"C{i}", alpha=0.25)
+            seed_band(ax, r[xkey][0], r[key], color=f"C{i}", label=s)
         ax.set(xlabel="training step", ylabel=ylabel, title=title)
     axes[0].axhline(res["key_only_loss"], color="grey", ls=":", label="knows key only")
     axes[2].set_yscale("log")

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from qalib.positions import offset_matrix, sinusoidal
 from qalib.pretrained import minilm
-from qalib.widgets import Change, Demo, Update, fixed_or_nice, live, set_limits
+from qalib.drawing import Change, Update, fixed_or_nice, live, set_limits
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 INPUT_KINDS = ("gaussian", "layernorm", "pretrained")
 FORMS = ("separate", "symmetric part", "shared (PSD)", "shared + mask self", "shared + causal + mask self")
@@ -166,6 +169,9 @@ def plot_diagonal_demo(fig, r) -> Update:
 
 
 def diagonal_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "d": W.IntSlider(value=32, min=2, max=256, step=2, description="d"),
         "n": W.IntSlider(value=16, min=2, max=MAX_TOKENS, description="tokens n"),
@@ -257,6 +263,9 @@ def plot_directed(fig, r) -> Update:
 
 
 def directed_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {
         "form": W.Dropdown(options=list(FORMS), value="separate", description="scores"),
         "k": W.IntSlider(value=1, min=1, max=4, description="k back"),

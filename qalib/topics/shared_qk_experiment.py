@@ -16,6 +16,7 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import ProbeTask
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
@@ -96,8 +97,7 @@ def plot_curves(fig, results) -> None:
     axes = fig.subplots(1, len(results), sharey=True, squeeze=False)[0]
     for ax, res in zip(axes, results):
         for i, (name, c) in enumerate(res["curves"].items()):
-            ax.plot(res["step"], c.mean(0), color=f"C{i}", label=name)
-            ax.fill_between(res["step"], c.min(0), c.max(0), color=f"C{i}", alpha=0.2)
+            seed_band(ax, res["step"], c, alpha=0.2, color=f"C{i}", label=name)
         ax.axhline(res["chance"], color="0.5", ls=":", label="chance")
         ax.set(title=f"{res['task']}: {len(res['seeds'])} seeds (band = min..max)", xlabel="training step",
                ylabel="training accuracy", ylim=(0, 1.02))

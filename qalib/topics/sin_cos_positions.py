@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import ipywidgets as W
 import matplotlib.ticker
 import numpy as np
 import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.fastdraw import LiveTickLabels
-from qalib.widgets import Demo, Update, live, live_title, power_of_two_window
+from qalib.drawing import LiveTickLabels, Update, live, live_title, log_ticks, power_of_two_window
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +342,7 @@ def pe_compute(base: float = 10000.0, d_model: int = 64, length: int = 128) -> d
 
 def pe_plot(fig, r: dict) -> Update:
     """Row j of the table is drawn at height j/d .. (j+1)/d, so every width d fills the panel; positions run to the
-    next power of two of the length (grey beyond it), labelled by live glyphs (qalib.fastdraw), so no move of
+    next power of two of the length (grey beyond it), labelled by live glyphs (qalib.drawing), so no move of
     the length draws a static part again: the offsets on the right have one axis for every length, linear near 0
     (where the fastest pairs turn) and logarithmic out to the longest length (where the slowest ones do)."""
     ax1, ax2 = fig.subplots(1, 2)
@@ -358,9 +360,8 @@ def pe_plot(fig, r: dict) -> Update:
     ax2.set_xscale("symlog", base=2, linthresh=OFFSET_LINEAR_UP_TO, linscale=2)
     ticks = [0, 8, 16, 32, 64, 128, 256, PE_DEMO_MAX_LENGTH]
     ax2.set(title="PE(p) . PE(p + k) / (d/2)", xlabel=f"offset k (positions; log scale beyond {OFFSET_LINEAR_UP_TO})",
-            ylabel="normalised dot product", xlim=(0, PE_DEMO_MAX_LENGTH), xticks=ticks, xticklabels=map(str, ticks),
-            ylim=(-1.05, 1.05))
-    ax2.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ylabel="normalised dot product", xlim=(0, PE_DEMO_MAX_LENGTH), ylim=(-1.05, 1.05))
+    log_ticks(ax2, "x", ticks, [str(t) for t in ticks])
     live(image, dot)
 
     def update(r) -> None:
@@ -380,6 +381,9 @@ def pe_plot(fig, r: dict) -> Update:
 
 
 def pe_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"base": W.FloatLogSlider(value=10000.0, base=10, min=0, max=6, step=0.1),
                 "d_model": W.IntSlider(value=64, min=2, max=256, step=2),
                 "length": W.IntSlider(value=128, min=8, max=PE_DEMO_MAX_LENGTH, step=8)}
@@ -465,6 +469,9 @@ def rotation_plot(fig, r: dict) -> Update:
 
 
 def rotation_demo() -> Demo:
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
     controls = {"k": W.IntSlider(value=5, min=-40, max=40),
                 "pair": W.IntSlider(value=2, min=0, max=ROTATION_D // 2 - 1),
                 "position": W.IntSlider(value=60, min=0, max=ROTATION_N - 1)}

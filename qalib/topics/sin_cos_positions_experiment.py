@@ -15,6 +15,7 @@ import torch
 
 from qalib.config import MiniBertConfig
 from qalib.data import IGNORE, ProbeTask
+from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
@@ -135,14 +136,9 @@ def _train_one(run: tuple[str, int], task: ProbeTask, tcfg: TrainConfig, train_l
 def plot_experiment(fig, r: PositionExperiment) -> None:
     ax1, ax2 = fig.subplots(1, 2)
     for i, v in enumerate(r.variants):
-        c = r.curves[v]
-        ax1.plot(r.steps, c.mean(0), color=f"C{i}", label=f"{v} (final {r.accuracy[v].mean():.2f})")
-        ax1.fill_between(r.steps, c.min(0), c.max(0), color=f"C{i}", alpha=0.25)
+        seed_band(ax1, r.steps, r.curves[v], color=f"C{i}", label=f"{v} (final {r.accuracy[v].mean():.2f})")
         if r.long_accuracy[v] is not None:
-            a = r.long_accuracy[v][:, 1:]
-            pos = np.arange(1, r.long_len)
-            ax2.plot(pos, a.mean(0), color=f"C{i}", label=v)
-            ax2.fill_between(pos, a.min(0), a.max(0), color=f"C{i}", alpha=0.25)
+            seed_band(ax2, np.arange(1, r.long_len), r.long_accuracy[v][:, 1:], color=f"C{i}", label=v)
     for ax in (ax1, ax2):
         ax.axhline(r.bag_ceiling, color="grey", ls=":", label="best without order")
         ax.set(ylim=(0, 1.02), ylabel="accuracy")

@@ -12,7 +12,7 @@ from qalib.attention import attention  # noqa: E402
 from qalib.data import CLS, IGNORE, N_SPECIAL  # noqa: E402
 from qalib.topics import block_parts as bp  # noqa: E402
 from qalib.topics import block_parts_experiment as be  # noqa: E402
-from qalib.widgets import finite_values  # noqa: E402
+from qalib.testing import finite_values  # noqa: E402
 
 
 # -- residuals ------------------------------------------------------------------------------

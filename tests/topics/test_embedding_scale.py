@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 from qalib.topics import embedding_scale as es  # noqa: E402
 from qalib.topics import embedding_scale_experiment as ex  # noqa: E402
-from qalib.widgets import finite_values  # noqa: E402
+from qalib.testing import finite_values  # noqa: E402
 
 
 # -- tables and norms ------------------------------------------------------------------------------

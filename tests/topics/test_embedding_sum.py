@@ -13,7 +13,7 @@ from qalib.data import CLS, SEP  # noqa: E402
 from qalib.model import MiniBert  # noqa: E402
 from qalib.topics import embedding_sum as es  # noqa: E402
 from qalib.topics import embedding_sum_experiment as ex  # noqa: E402
-from qalib.widgets import finite_values  # noqa: E402
+from qalib.testing import finite_values  # noqa: E402
 
 
 # -- identity, parameter counts, concat folding, gradients ------------------------------------

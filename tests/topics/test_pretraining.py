@@ -13,7 +13,7 @@ from qalib.data import CLS, SEP, SyntheticLanguage  # noqa: E402
 from qalib.model import MiniBert  # noqa: E402
 from qalib.topics import pretraining as pt  # noqa: E402
 from qalib.topics import pretraining_experiment as ex  # noqa: E402
-from qalib.widgets import finite_values  # noqa: E402
+from qalib.testing import finite_values  # noqa: E402
 
 
 # -- the masking rule ---------------------------------------------------------------------------

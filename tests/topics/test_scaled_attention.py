@@ -11,7 +11,7 @@ from qalib.data import IGNORE, N_SPECIAL
 from qalib.model import MiniBert
 from qalib.topics import scaled_attention as sa
 from qalib.topics import scaled_attention_experiment as ex
-from qalib.widgets import finite_values
+from qalib.testing import finite_values
 
 
 def test_scale_factor_values():

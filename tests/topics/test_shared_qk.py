@@ -11,7 +11,7 @@ from qalib.positions import frequencies, offset_matrix
 from qalib.presets import TINY
 from qalib.topics import shared_qk as S
 from qalib.topics import shared_qk_experiment as E
-from qalib.widgets import finite_values
+from qalib.testing import finite_values
 
 
 # -- inputs and diagonal statistics ----------------------------------------------------------------

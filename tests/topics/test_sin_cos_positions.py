@@ -8,7 +8,7 @@ from qalib.data import ProbeTask
 from qalib.positions import sinusoidal
 from qalib.topics import sin_cos_positions as T
 from qalib.topics import sin_cos_positions_experiment as E
-from qalib.widgets import finite_values
+from qalib.testing import finite_values
 
 
 def test_pe_table_matches_library_and_base_one_is_flat():

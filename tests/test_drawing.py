@@ -1,5 +1,10 @@
-"""qalib.fastdraw: word pieces as one collection of glyph outlines, bars as one collection of polygons."""
+"""qalib.drawing: what an update changed, word pieces as one collection of glyph outlines, bars as one collection
+of polygons, and the axes helpers that keep figures fast to draw."""
 
+import subprocess
+import sys
+
+import matplotlib.colors
 import matplotlib.figure
 import matplotlib.font_manager
 import numpy as np
@@ -7,7 +12,9 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.transforms import Bbox
 
-from qalib.fastdraw import ELLIPSIS, LiveTickLabels, bar_polygons, fitted, label_path, live_bars, text_width
+from qalib.drawing import (ELLIPSIS, Change, LiveTickLabels, Panels, bar_polygons, decade_ticks, fitted,
+                           fixed_or_nice, label_path, limits_with_margins, live_bars, live_title, log_ticks, most,
+                           nice_ceiling, points_to_pixels, power_of_two_window, seed_band, set_limits, text_width)
 
 
 def _figure(layout="constrained"):
@@ -142,3 +149,103 @@ def test_token_labels_thin_out_a_long_text_and_take_no_text():
     assert len(labels.collection.get_paths()) == 10  # up to `most`, every one
     labels.set([])
     assert len(labels.collection.get_paths()) == 0
+
+
+def test_limit_helpers():
+    assert [nice_ceiling(x) for x in (0.3, 1.0, 1.01, 4.9, 5.0, 7.0, 130.0)] == [0.5, 1.0, 2.0, 5.0, 5.0, 10.0, 200.0]
+    assert nice_ceiling(float("nan")) == 1.0 and nice_ceiling(0.0) == 1.0
+    assert most(None, Change.AXES, None) is Change.AXES and most(Change.AXES, Change.FIGURE) is Change.FIGURE
+    assert most(None, None) is None
+    assert [power_of_two_window(n) for n in (1, 8, 9, 100, 512, 513)] == [8, 8, 16, 128, 512, 1024]
+    assert power_of_two_window(3, smallest=2) == 4
+    assert fixed_or_nice(2.9, 3.0) == 3.0 and fixed_or_nice(3.1, 3.0) == 5.0
+    fig = matplotlib.figure.Figure()
+    ax = fig.add_subplot()
+    assert set_limits(ax, ylim=(0, 2)) == Panels(ax) and set_limits(ax, ylim=(0, 2)) is None
+    twin = ax.twinx()
+    other = fig.add_subplot(2, 1, 2)
+    assert Panels(ax) == {ax, twin} and most(None, Panels(other), Panels(ax)) == {ax, twin, other}
+    assert most(Panels(ax), Change.AXES) is Change.AXES
+    assert ax.get_ylim() == (0, 2)
+    numbers = live_title(ax, "static part")
+    assert numbers.get_animated() and ax.get_title("left") == "static part" and not ax.title.get_animated()
+
+
+def _tick_labels(ax, axis):
+    return [label.get_text() for label in (ax.get_xticklabels() if axis == "x" else ax.get_yticklabels())]
+
+
+def test_decade_ticks_name_the_values_of_a_log10_axis_at_most_seven_decades():
+    ax = _figure().add_subplot()
+    decade_ticks(ax, "y", [-18, 1])  # 19 decades: every 4th
+    assert list(ax.get_yticks()) == [-18, -14, -10, -6, -2]
+    assert _tick_labels(ax, "y") == ["1e-18", "1e-14", "1e-10", "1e-6", "0.01"]
+    decade_ticks(ax, "x", np.array([np.nan, -2.3, 0.4]))  # the whole decades around the data, NaN left out
+    assert list(ax.get_xticks()) == [-3, -2, -1, 0, 1]
+    assert _tick_labels(ax, "x") == ["0.001", "0.01", "0.1", "1", "10"]
+    with pytest.raises(ValueError, match="axis must be 'x' or 'y', got 'z'"):
+        decade_ticks(ax, "z", [0, 1])
+
+
+def test_log_ticks_put_major_ticks_at_the_values_only_and_no_minor_ticks():
+    fig = _figure()
+    ax1, ax2 = fig.subplots(1, 2)
+    ax1.set(yscale="log", ylim=(1e-17, 10))
+    log_ticks(ax1, "y", [1e-16, 1e-8, 1.0])
+    ax2.set_xscale("symlog", base=2, linthresh=8)
+    ax2.set_xlim(0, 512)
+    log_ticks(ax2, "x", [0, 8, 64, 512], ["0", "8", "64", "512"])
+    fig.canvas.draw()
+    assert list(ax1.get_yticks()) == [1e-16, 1e-8, 1.0] and len(ax1.yaxis.get_minorticklocs()) == 0
+    assert list(ax2.get_xticks()) == [0, 8, 64, 512] and len(ax2.xaxis.get_minorticklocs()) == 0
+    assert _tick_labels(ax2, "x") == ["0", "8", "64", "512"]
+    assert "10^{-8}" in _tick_labels(ax1, "y")[1]  # the axis's own formatter names them when no labels are given
+    with pytest.raises(ValueError, match="axis must be 'x' or 'y'"):
+        log_ticks(ax1, "both", [1.0])
+
+
+def test_limits_with_margins_add_a_share_of_the_span_on_each_side():
+    assert limits_with_margins(0, 20) == pytest.approx((-1.0, 21.0))
+    assert limits_with_margins(2, 4, margin=0.5) == pytest.approx((1.0, 5.0))
+
+
+def test_seed_band_draws_the_mean_and_the_min_max_band_and_moves_them():
+    ax = _figure().add_subplot()
+    rows = np.array([[1.0, 2.0, 3.0], [3.0, 4.0, 9.0]])  # (seeds, points)
+    line, band, move = seed_band(ax, [0, 1, 2], rows, label="two seeds", color="C2", alpha=0.2)
+    np.testing.assert_allclose(line.get_ydata(), [2.0, 3.0, 6.0])
+    assert line.get_label() == "two seeds" and band.get_alpha() == 0.2
+    assert matplotlib.colors.same_color(band.get_facecolor()[0][:3], line.get_color())
+    edge = band.get_paths()[0].vertices[:, 1]
+    assert edge.min() == 1.0 and edge.max() == 9.0  # from the lowest seed to the highest
+    move([0, 1], np.array([[10.0, 100.0], [1000.0, 10.0]]))
+    np.testing.assert_allclose(line.get_xdata(), [0, 1])
+    np.testing.assert_allclose(line.get_ydata(), [505.0, 55.0])
+    _, band, move = seed_band(ax, [0, 1], np.array([[10.0, 100.0], [1000.0, 10.0]]), log=True)
+    np.testing.assert_allclose(ax.lines[-1].get_ydata(), [2.0, 1.5])  # the mean of the log10 values
+    edge = band.get_paths()[0].vertices[:, 1]
+    assert edge.min() == pytest.approx(1.0) and edge.max() == pytest.approx(3.0)
+
+
+def test_points_to_pixels_follows_the_figure_dpi():
+    fig = _figure()  # 90 dpi: 72 points are 90 pixels
+    np.testing.assert_allclose(points_to_pixels(fig).transform((72.0, 36.0)), (90.0, 45.0))
+
+
+def test_the_drawing_layer_and_the_topics_plot_code_work_without_ipywidgets():
+    """Plot code needs no widget shell (an experiment's worker process, a figure on the static site): with
+    ipywidgets unimportable, qalib.drawing and every topic module import, and only building a demo fails."""
+    code = ("import importlib, pkgutil, sys\n"
+            "sys.modules['ipywidgets'] = None  # as if it were not installed: importing it raises ImportError\n"
+            "import qalib.drawing, qalib.topics\n"
+            "for module in pkgutil.iter_modules(qalib.topics.__path__):\n"
+            "    importlib.import_module('qalib.topics.' + module.name)\n"
+            "from qalib.topics.shared_qk import diagonal_demo\n"
+            "try:\n"
+            "    diagonal_demo()\n"
+            "except ImportError:\n"
+            "    pass\n"
+            "else:\n"
+            "    raise AssertionError('a demo was built without ipywidgets')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
