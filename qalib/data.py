@@ -19,21 +19,11 @@ from typing import Literal
 
 import torch
 
+from qalib.validate import int_in, probability
+
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 N_SPECIAL = 5
 IGNORE = -100  # label for positions that carry no loss (PyTorch's cross_entropy ignore_index)
-
-
-def _positive_int(name: str, value, minimum: int = 1) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
-def _probability(name: str, value) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return float(value)
 
 
 @dataclass
@@ -59,13 +49,11 @@ class SyntheticLanguage:
     """
 
     def __init__(self, vocab_size: int = 64, branching: int = 4, lag: int = 4, p_lag: float = 0.5, seed: int = 0):
-        self.vocab_size = _positive_int("vocab_size", vocab_size, N_SPECIAL + 2)
-        self.n_content = vocab_size - N_SPECIAL
-        self.branching = _positive_int("branching", branching)
-        if branching > self.n_content:
-            raise ValueError(f"branching ({branching}) cannot exceed the {self.n_content} content tokens")
-        self.lag = _positive_int("lag", lag)
-        self.p_lag = _probability("p_lag", p_lag)
+        self.vocab_size = int_in("vocab_size", vocab_size, N_SPECIAL + 2)
+        self.n_content = self.vocab_size - N_SPECIAL
+        self.branching = int_in("branching", branching, 1, self.n_content)  # successors among the content tokens
+        self.lag = int_in("lag", lag, 1)
+        self.p_lag = probability("p_lag", p_lag)
         g = torch.Generator().manual_seed(seed)
         # successors[a] = the `branching` tokens allowed after content token a (as content indices)
         self.successors = torch.stack([torch.randperm(self.n_content, generator=g)[:branching] for _ in range(self.n_content)])
@@ -73,8 +61,7 @@ class SyntheticLanguage:
 
     def sample(self, n: int, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """(n, length) content token ids (no special tokens)."""
-        _positive_int("n", n)
-        _positive_int("length", length)
+        n, length = int_in("n", n, 1), int_in("length", length, 1)
         x = torch.empty(n, length, dtype=torch.long)
         x[:, 0] = torch.randint(self.n_content, (n,), generator=generator)
         for t in range(1, length):
@@ -85,6 +72,15 @@ class SyntheticLanguage:
                 nxt = torch.where(use_lag, self.lag_map[x[:, t - self.lag]], nxt)
             x[:, t] = nxt
         return x + N_SPECIAL
+
+
+def masking_rates(mlm_prob: float, mask_frac: float, random_frac: float) -> tuple[float, float, float]:
+    """BERT's three masking rates as floats, checked: each a probability, and a chosen position cannot be both
+    [MASK] and random, so mask_frac + random_frac <= 1 (the rest stays unchanged)."""
+    p, m, r = probability("mlm_prob", mlm_prob), probability("mask_frac", mask_frac), probability("random_frac", random_frac)
+    if m + r > 1 + 1e-9:  # 0.8 + 0.2 may add up to 1.0000000000000002
+        raise ValueError(f"mask_frac + random_frac must be <= 1 (the rest stays unchanged), got {m:g} + {r:g}")
+    return p, m, r
 
 
 def mask_tokens(
@@ -103,11 +99,7 @@ def mask_tokens(
     otherwise. Returns (corrupted ids, labels), labels = original id at chosen positions, IGNORE elsewhere.
     maskable defaults to every non-special token.
     """
-    _probability("mlm_prob", mlm_prob)
-    _probability("mask_frac", mask_frac)
-    _probability("random_frac", random_frac)
-    if mask_frac + random_frac > 1.0 + 1e-9:
-        raise ValueError(f"mask_frac + random_frac must be <= 1, got {mask_frac} + {random_frac}")
+    mlm_prob, mask_frac, random_frac = masking_rates(mlm_prob, mask_frac, random_frac)
     if maskable is None:
         maskable = input_ids >= N_SPECIAL
     chosen = (torch.rand(input_ids.shape, generator=generator) < mlm_prob) & maskable
@@ -180,9 +172,9 @@ class ProbeTask:
     def __post_init__(self):
         if self.kind not in ("previous", "k_back", "reverse"):
             raise ValueError(f"ProbeTask.kind must be 'previous', 'k_back' or 'reverse', got {self.kind!r}")
-        _positive_int("ProbeTask.vocab_size", self.vocab_size, N_SPECIAL + 2)
-        _positive_int("ProbeTask.seq_len", self.seq_len, 2)
-        _positive_int("ProbeTask.k", self.k)
+        int_in("ProbeTask.vocab_size", self.vocab_size, N_SPECIAL + 2)
+        int_in("ProbeTask.seq_len", self.seq_len, 2)
+        int_in("ProbeTask.k", self.k, 1)
 
     def batch(self, batch_size: int, generator: torch.Generator | None = None, seq_len: int | None = None) -> Batch:
         t = seq_len or self.seq_len
@@ -205,7 +197,7 @@ def text_file_sequences(path: str | Path, tokenizer, seq_len: int = 64) -> torch
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} not found")
-    _positive_int("seq_len", seq_len, 3)
+    int_in("seq_len", seq_len, 3)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:

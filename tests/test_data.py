@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from qalib.data import (CLS, IGNORE, MASK, N_SPECIAL, SEP, MLMTask, PairTask, ProbeTask, SyntheticLanguage,
-                        mask_tokens, text_file_sequences)
+                        mask_tokens, masking_rates, text_file_sequences)
 
 
 def test_language_is_deterministic_and_follows_its_rules():
@@ -67,3 +67,12 @@ def test_text_file_through_wordpiece(tmp_path):
     (tmp_path / "short.txt").write_text("hi")
     with pytest.raises(ValueError, match="fewer than one row"):
         text_file_sequences(tmp_path / "short.txt", tok)
+
+
+def test_masking_rates_is_the_one_rule_for_the_three_rates():
+    assert masking_rates(1, 0, 0) == (1.0, 0.0, 0.0) and all(type(x) is float for x in masking_rates(1, 0, 0))
+    assert masking_rates(0.15, 0.8, 0.2 + 1e-12)[2] == 0.2 + 1e-12  # round-off above a sum of 1 is allowed
+    with pytest.raises(ValueError, match=r"mask_frac \+ random_frac must be <= 1 \(the rest stays unchanged\)"):
+        masking_rates(0.15, 0.8, 0.3)
+    with pytest.raises(ValueError, match=r"random_frac must be a probability in \[0, 1\], got -0.1"):
+        masking_rates(0.15, 0.8, -0.1)

@@ -1,13 +1,21 @@
 """qalib.validate: one message format, bools never ints, numpy scalars accepted, NaN and inf rejected, bounds
-inclusive."""
+inclusive; and the modules that had private copies of these checks now follow the same rule."""
 
 import math
 import re
 
 import numpy as np
 import pytest
+import torch
 
+from qalib import data
 from qalib import validate as V
+from qalib.model import MiniBert
+from qalib.topics import (
+    block_parts, block_parts_experiment, embedding_scale_experiment, embedding_sum, embedding_sum_experiment, multi_head,
+    multi_head_experiment, normalization_experiment, pretraining, pretraining_experiment, random_walk,
+    random_walk_experiment, relative_positions, relative_positions_experiment, scaled_attention,
+    scaled_attention_experiment, shared_qk, shared_qk_experiment, sin_cos_positions_experiment)
 
 
 # -- int_in --------------------------------------------------------------------------------------------------
@@ -100,3 +108,85 @@ def test_slider_int_rounds_float_noise_and_rejects_non_numbers():
     for bad in (math.nan, math.inf, True, "64"):
         with pytest.raises(ValueError, match=re.escape(f"d_k must be a finite number, got {bad!r}")):
             V.slider_int("d_k", bad)
+
+
+# -- the modules that had private copies follow the same rule --------------------------------------------------
+SEEDED = {  # every function that takes `seeds`, with its other required arguments
+    "block_parts.init_gradients": lambda s: block_parts.init_gradients(seeds=s),
+    "block_parts_experiment.run_residual_experiment": lambda s: block_parts_experiment.run_residual_experiment(seeds=s),
+    "embedding_scale_experiment.run_experiment": lambda s: embedding_scale_experiment.run_experiment(seeds=s),
+    "embedding_sum.probe_curve": lambda s: embedding_sum.probe_curve([4], seeds=s),
+    "embedding_sum_experiment.run_experiment": lambda s: embedding_sum_experiment.run_experiment(seeds=s),
+    "multi_head_experiment.run_heads_experiment": lambda s: multi_head_experiment.run_heads_experiment(seeds=s),
+    "normalization_experiment.run_norm_experiment": lambda s: normalization_experiment.run_norm_experiment(seeds=s),
+    "normalization_experiment.prepost_gradients": lambda s: normalization_experiment.prepost_gradients(seeds=s),
+    "pretraining_experiment.run_experiment": lambda s: pretraining_experiment.run_experiment(seeds=s),
+    "random_walk.collapse_sweep": lambda s: random_walk.collapse_sweep(seeds=s, plain={}),
+    "random_walk_experiment.run_residual_experiment": lambda s: random_walk_experiment.run_residual_experiment(seeds=s),
+    "relative_positions_experiment.run_variants": lambda s: relative_positions_experiment.run_variants([("shaw", 2)], s),
+    "relative_positions_experiment.train_mlm_runs": lambda s: relative_positions_experiment.train_mlm_runs(seeds=s),
+    "scaled_attention_experiment.scale_ablation": lambda s: scaled_attention_experiment.scale_ablation(seeds=s),
+    "shared_qk.diagonal_sweep": lambda s: shared_qk.diagonal_sweep([4], [4], seeds=s),
+    "shared_qk_experiment.run_probe_experiment": lambda s: shared_qk_experiment.run_probe_experiment(
+        data.ProbeTask(), seeds=s),
+    "sin_cos_positions_experiment.run_position_experiment": lambda s: sin_cos_positions_experiment.run_position_experiment(
+        seeds=s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_every_seeds_argument_has_one_rule(name):
+    """Checked before any training starts: an empty list, and a seed seed_everything would refuse."""
+    with pytest.raises(ValueError, match=re.escape("seeds must be a non-empty sequence of ints in [0, 4294967295], got []")):
+        SEEDED[name](())
+    with pytest.raises(ValueError, match=re.escape("seeds[1] must be an int in [0, 4294967295], got -1")):
+        SEEDED[name]((0, -1))
+
+
+REJECTED = [  # (call, message): values the private copies let through (or rejected under another rule)
+    (lambda: data.SyntheticLanguage(vocab_size=8, branching=4), "branching must be an int in [1, 3], got 4"),
+    (lambda: data.mask_tokens(torch.full((1, 4), 7), 16, None, 0.15, 0.8, 0.3),
+     "mask_frac + random_frac must be <= 1 (the rest stays unchanged), got 0.8 + 0.3"),
+    (lambda: pretraining.expected_fractions(0.15, 0.8, 0.3),
+     "mask_frac + random_frac must be <= 1 (the rest stays unchanged), got 0.8 + 0.3"),
+    (lambda: scaled_attention.scale_factor("none", 64.0), "d_k must be an int in [1, 1048576], got 64.0"),
+    (lambda: scaled_attention.attention_stats(5.3), "d_k must be an int in [1, 4096], got 5.3"),
+    (lambda: scaled_attention.saturation(True), "a must be a finite number in [0, 10000.0], got True"),
+    (lambda: scaled_attention.ce_vs_mse((1.0, math.nan)), "gaps must be a finite number >= 0, got nan"),
+    (lambda: shared_qk.directed_scores(sharpness=True), "sharpness must be a finite number > 0, got True"),
+    (lambda: multi_head.classify_heads(np.zeros((1, 1, 5)), threshold=True),
+     "threshold must be a finite number in (0, 1], got True"),
+    (lambda: multi_head.pair_readout(left_weight=True), "left_weight must be a finite number in [0, 1], got True"),
+    (lambda: multi_head_experiment.prune_heads(MiniBert(multi_head_experiment.heads_config(2)), 0, [1.5]),
+     "heads must be an int in [0, 1], got 1.5"),
+    (lambda: relative_positions_experiment.ProbeSetup().scaled(True), "scale must be an int >= 1, got True"),
+    (lambda: normalization_experiment.experiment_setup(True), "scale must be an int >= 1, got True"),
+    (lambda: normalization_experiment.PaddedMLMTask(data.SyntheticLanguage(32, 2), seq_len=8, min_len=1.5),
+     "PaddedMLMTask.min_len must be an int in [1, 8], got 1.5"),
+    (lambda: embedding_sum_experiment.MarkerSegmentTask(min_len=True), "MarkerSegmentTask.min_len must be an int >= 1"),
+    (lambda: embedding_sum.probe_curve([4.5], seeds=(0,)), "d_model must be an int in [1, 4096], got 4.5"),
+    (lambda: pretraining.mask_sentence("hi", seed=2**32), "seed must be an int in [0, 4294967295], got 4294967296"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(REJECTED)))
+def test_former_private_checks_reject_what_the_rule_rejects(i):
+    call, message = REJECTED[i]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+ACCEPTED = [  # numpy scalars (what a numpy sweep hands over) that the private copies refused
+    lambda: data.SyntheticLanguage(np.int64(16), np.int64(2), np.int64(2), np.float32(0.5)).sample(np.int64(2), np.int64(3)),
+    lambda: data.ProbeTask(vocab_size=np.int64(16), seq_len=np.int64(4)),
+    lambda: scaled_attention.saturation(np.float32(2.0), np.float32(1.0)),
+    lambda: scaled_attention_experiment.RecallTask(np.int64(3), np.int64(4)),
+    lambda: shared_qk.directed_scores(sharpness=np.float32(2.0)),
+    lambda: relative_positions.rotary_profile(d_head=np.int64(8)),
+    lambda: relative_positions.bias_matrix("rotary", d_head=np.int64(8)),
+]
+
+
+@pytest.mark.parametrize("i", range(len(ACCEPTED)))
+def test_former_private_checks_accept_numpy_scalars(i):
+    ACCEPTED[i]()

@@ -33,6 +33,7 @@ from qalib.device import one_thread
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
 from qalib.drawing import Change, Update, decade_ticks, limits_with_margins, live, seed_band
+from qalib.validate import seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -80,8 +81,7 @@ def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer"
     share: (S, L+1) token-specific share ||g - mean_t g|| / ||g||: 0 means every position receives the same gradient.
     """
     n_layers = _check_wiring(n_layers, norm)
-    if not seeds:
-        raise ValueError("seeds must be non-empty")
+    seeds = seed_list("seeds", seeds)
     task = ProbeTask("previous", vocab_size=32, seq_len=_int_in("seq_len", seq_len, 2, 30))
     param, act, share = [], [], []
     for seed in seeds:

@@ -22,6 +22,7 @@ from qalib.device import one_thread
 from qalib.drawing import decade_ticks, seed_band
 from qalib.topics.block_parts import _int_in, block_config
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import seed_list
 
 VARIANTS = {"with residual": True, "without residual": False}
 
@@ -70,8 +71,7 @@ def run_residual_experiment(n_layers: int = 6, seeds=(0, 1, 2), steps: int = 60,
                             device: str | None = None) -> ResidualResult:
     """Train the post-norm mini-BERT with and without residual connections, same seeds and data streams."""
     _int_in("n_layers", n_layers, 1, 48), _int_in("steps", steps, 1, 100_000)
-    if not seeds:
-        raise ValueError("seeds must be non-empty")
+    seeds = seed_list("seeds", seeds)
     task = LookupTask(seq_len=seq_len)
     runs = [(name, seed) for name in VARIANTS for seed in seeds]  # independent: side by side on the CPU cores
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, log_every=max(1, steps // 20),

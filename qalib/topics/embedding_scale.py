@@ -21,6 +21,7 @@ import torch
 
 from qalib.positions import sinusoidal
 from qalib.drawing import Change, Update, live, nice_ceiling, set_limits
+from qalib.validate import int_in, positive, sinusoid_width
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -39,29 +40,10 @@ DEMO_D = (16, 64, 256, 512, 1024)  # the demos' slider: fewer stops, each one a 
 # ---------------------------------------------------------------------------------------------
 # Argument checks
 # ---------------------------------------------------------------------------------------------
-def _check_d(d_model) -> int:
-    if not isinstance(d_model, (int, np.integer)) or isinstance(d_model, bool) or d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be an even int >= 2 (sin/cos pairs), got {d_model!r}")
-    return int(d_model)
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _check_init(init: str) -> str:
     if init not in INITS:
         raise ValueError(f"init must be one of {sorted(INITS)}, got {init!r}")
     return init
-
-
-def _check_factor(factor) -> float:
-    if not isinstance(factor, (int, float, np.floating)) or isinstance(factor, bool) or not (
-        math.isfinite(factor) and factor > 0):
-        raise ValueError(f"factor must be a finite number > 0, got {factor!r}")
-    return float(factor)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,8 +52,8 @@ def _check_factor(factor) -> float:
 def init_std(init: str, vocab_size: int, d_model: int) -> float:
     """Standard deviation of one entry of a (vocab, d) table under each scheme (Xavier uniform: bound/sqrt(3))."""
     _check_init(init)
-    _check_int("vocab_size", vocab_size, 2)
-    d = _check_d(d_model)
+    int_in("vocab_size", vocab_size, 2)
+    d = sinusoid_width("d_model", d_model)
     return {"t2t": d ** -0.5, "xavier": math.sqrt(2.0 / (vocab_size + d)), "bert": 0.02, "torch": 1.0}[init]
 
 
@@ -92,14 +74,14 @@ def expected_row_norm(init: str, vocab_size: int, d_model: int) -> float:
 
 def scale_factor(d_model: int, scaled: bool) -> float:
     """The number the original Transformer multiplies the embedding rows by: sqrt(d_model), or 1."""
-    return math.sqrt(_check_d(d_model)) if scaled else 1.0
+    return math.sqrt(sinusoid_width("d_model", d_model)) if scaled else 1.0
 
 
 def norm_table(d_models=D_CHOICES, init: str = "t2t", vocab_size: int = 1000, n_positions: int = 128,
                seed: int = 0) -> dict:
     """Mean row norm of the token table (with and without sqrt(d)) and of the sinusoid, per d_model."""
-    _check_int("n_positions", n_positions, 1)
-    ds = [_check_d(d) for d in d_models]
+    int_in("n_positions", n_positions, 1)
+    ds = [sinusoid_width("d_model", d) for d in d_models]
     if not ds:
         raise ValueError("d_models must name at least one d_model")
     tok, pe = [], []
@@ -121,11 +103,11 @@ def _unit_rows(x: torch.Tensor) -> torch.Tensor:
 def mixed_inputs(d_model: int, init: str = "t2t", factor: float = 1.0, vocab_size: int = 1000,
                  n_positions: int = 128, n_samples: int = 512, seed: int = 0) -> dict:
     """Sample (token, position) pairs and form x = factor * E[token] + PE[position] (the encoder's input)."""
-    d = _check_d(d_model)
-    factor = _check_factor(factor)
-    _check_int("vocab_size", vocab_size, 2)
-    _check_int("n_positions", n_positions, 2)
-    _check_int("n_samples", n_samples, 1)
+    d = sinusoid_width("d_model", d_model)
+    factor = positive("factor", factor)
+    int_in("vocab_size", vocab_size, 2)
+    int_in("n_positions", n_positions, 2)
+    int_in("n_samples", n_samples, 1)
     table = init_table(init, vocab_size, d, seed)
     pe = sinusoidal(n_positions, d)
     g = torch.Generator().manual_seed(seed + 1)
@@ -163,9 +145,9 @@ def predicted_token_accuracy(ratio: float, d_model: int, vocab_size: int) -> flo
     a + N(0, 1/d) and each of the other V-1 rows scores N(0, (1 + a^2)/d). So accuracy =
     E_z[ Phi((a sqrt(d) + z) / sqrt(1 + a^2))^(V-1) ]: a signal-to-noise ratio sqrt(d) a / sqrt(1 + a^2).
     """
-    ratio = _check_factor(ratio)
-    d = _check_d(d_model)
-    v = _check_int("vocab_size", vocab_size, 2)
+    ratio = positive("ratio", ratio)
+    d = sinusoid_width("d_model", d_model)
+    v = int_in("vocab_size", vocab_size, 2)
     z = torch.linspace(-8, 8, 801, dtype=torch.float64)
     w = torch.exp(-z**2 / 2) / math.sqrt(2 * math.pi) * (z[1] - z[0])  # standard normal density x dz
     log_phi = torch.special.log_ndtr((ratio * math.sqrt(d) + z) / math.sqrt(1 + ratio**2))
@@ -189,7 +171,7 @@ def recovery_vs_factor(d_model: int, init: str = "t2t", factors=None, vocab_size
                        n_samples: int = 256, seed: int = 0) -> dict:
     """Token and position accuracy as the multiplier sweeps over many decades: too small loses the token,
     too large loses the position."""
-    d = _check_d(d_model)
+    d = sinusoid_width("d_model", d_model)
     factors = np.logspace(-1, 3, 25) if factors is None else np.asarray(factors, dtype=float)
     m = mixed_inputs(d, init, 1.0, vocab_size, n_positions, n_samples, seed)
     e_unit, pe_unit = _unit_rows(m["table"]), _unit_rows(m["pe"])
@@ -199,7 +181,7 @@ def recovery_vs_factor(d_model: int, init: str = "t2t", factors=None, vocab_size
     tok_on_pe, pos_on_pe = tok_part @ pe_unit.T, pos_part @ pe_unit.T  # (N, P)
     tok_acc, pos_acc = [], []
     for f in factors:
-        f = _check_factor(float(f))
+        f = positive("factor", float(f))
         tok_acc.append(float(((f * tok_on_e + pos_on_e).argmax(1) == m["tokens"]).float().mean()))
         pos_acc.append(float(((f * tok_on_pe + pos_on_pe).argmax(1) == m["positions"]).float().mean()))
     return {"d_model": d, "init": init, "factors": factors, "token": np.array(tok_acc), "position": np.array(pos_acc),
@@ -214,10 +196,10 @@ def tied_logits(d_model: int, init: str = "t2t", vocab_size: int = 1000, n_sampl
 
     Their std is sqrt(d) * std_init: 1 for t2t. Reports the initial cross-entropy against random labels next to
     log(V), the loss of a uniform guess."""
-    d = _check_d(d_model)
+    d = sinusoid_width("d_model", d_model)
     table = init_table(init, vocab_size, d, seed)
     g = torch.Generator().manual_seed(seed + 2)
-    h = torch.randn(_check_int("n_samples", n_samples, 1), d, generator=g)
+    h = torch.randn(int_in("n_samples", n_samples, 1), d, generator=g)
     logits = h @ table.T  # (N, V)
     labels = torch.randint(vocab_size, (n_samples,), generator=g)
     loss = torch.nn.functional.cross_entropy(logits, labels)

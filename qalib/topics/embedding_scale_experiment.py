@@ -22,6 +22,7 @@ from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.positions import sinusoidal
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import int_in, seed_list
 
 VARIANTS = ("sqrt_d", "none", "bert")
 LABELS = {"sqrt_d": r"original, $\times\sqrt{d}$", "none": "original, no factor", "bert": "BERT-style"}
@@ -68,10 +69,8 @@ def run_experiment(steps: int = 100, seeds=(0, 1, 2), d_model: int = 64, vocab_s
                    batch_size: int = 32, lr: float = 3e-3, variants=VARIANTS, device=None,
                    eval_batch_size: int = 128) -> ExperimentResult:
     """Train each variant from each seed on the same data stream; evaluate on held-out batches."""
-    if not isinstance(steps, int) or steps < 2:
-        raise ValueError(f"steps must be an int >= 2, got {steps!r}")
-    if len(seeds) < 1:
-        raise ValueError("seeds must name at least one seed")
+    int_in("steps", steps, 2)
+    seeds = seed_list("seeds", seeds)
     device = None if device is None else str(device)  # TrainConfig.device is a string ("cpu", "cuda:0")
     task = experiment_task(vocab_size)
     log_every = max(1, steps // 20)

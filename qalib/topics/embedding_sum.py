@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from qalib.drawing import LiveTickLabels, Update, bar_polygons, live, live_bars
 from qalib.pretrained import minilm
 from qalib.probes import fit_probe, probe_accuracy
+from qalib.validate import int_in, seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -36,18 +37,11 @@ if TYPE_CHECKING:  # only the demo factories need the widget shell; they import 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
 
 
-def int_arg(name: str, value, lo: int, hi: int | None = None) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be an int in {rng}, got {value!r}")
-    return int(value)
-
-
 def random_tables(vocab_size: int, n_segments: int, n_positions: int, d_model: int, seed: int = 0,
                   dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Three Gaussian tables with entries N(0, 1/d): every row has norm about 1."""
     for name, v in (("vocab_size", vocab_size), ("n_segments", n_segments), ("n_positions", n_positions), ("d_model", d_model)):
-        int_arg(name, v, 1)
+        int_in(name, v, 1)
     g = torch.Generator().manual_seed(seed)
     std = d_model ** -0.5
     return tuple(torch.randn(n, d_model, generator=g, dtype=dtype) * std for n in (vocab_size, n_segments, n_positions))
@@ -75,7 +69,7 @@ def lookup_identity(E, S, P, tokens, segments, positions) -> dict:
 
 def param_counts(vocab_size: int, n_segments: int, n_positions: int, d_model: int) -> dict:
     """Embedding parameters: three d-wide tables summed, vs the same tables concatenated and projected 3d -> d."""
-    v, s, p, d = (int_arg(n, x, 1) for n, x in (("vocab_size", vocab_size), ("n_segments", n_segments),
+    v, s, p, d = (int_in(n, x, 1) for n, x in (("vocab_size", vocab_size), ("n_segments", n_segments),
                                               ("n_positions", n_positions), ("d_model", d_model)))
     tables = (v + s + p) * d
     projection = 3 * d * d + d  # weight (d, 3d) + bias (d,)
@@ -106,8 +100,8 @@ def fold_concat(model, input_ids, token_type_ids) -> dict:
 
 def gradient_check(seq_len: int = 6, d_model: int = 8, seed: int = 0) -> dict:
     """Autograd through LayerNorm + a random readout: the gradient reaching E[t], S[s], P[p] at one token is dL/dx."""
-    int_arg("seq_len", seq_len, 1, 64)
-    int_arg("d_model", d_model, 2)
+    int_in("seq_len", seq_len, 1, 64)
+    int_in("d_model", d_model, 2)
     E, S, P = (t.requires_grad_() for t in random_tables(20, 2, 64, d_model, seed))
     g = torch.Generator().manual_seed(seed + 1)
     tokens = torch.randint(20, (seq_len,), generator=g)
@@ -143,10 +137,10 @@ def cosines(A: torch.Tensor, B: torch.Tensor | None = None) -> torch.Tensor:
 def probe_sum(d_model: int = 64, n_tokens: int = 100, n_positions: int = 64, n_segments: int = 2,
               n_train: int = 2000, n_test: int = 500, seed: int = 0) -> dict:
     """Sum random token/segment/position rows; fit one linear probe per part on the sums; test on fresh sums."""
-    d = int_arg("d_model", d_model, 1, 4096)
-    v, p, s = int_arg("n_tokens", n_tokens, 1, 5000), int_arg("n_positions", n_positions, 1, 5000), int_arg("n_segments", n_segments, 1, 64)
-    int_arg("n_train", n_train, 2)
-    int_arg("n_test", n_test, 1)
+    d = int_in("d_model", d_model, 1, 4096)
+    v, p, s = int_in("n_tokens", n_tokens, 1, 5000), int_in("n_positions", n_positions, 1, 5000), int_in("n_segments", n_segments, 1, 64)
+    int_in("n_train", n_train, 2)
+    int_in("n_test", n_test, 1)
     E, S, P = random_tables(v, s, p, d, seed, dtype=torch.float32)
     g = torch.Generator().manual_seed(seed + 1)
     n = n_train + n_test
@@ -177,16 +171,16 @@ def cosine_spread(d_values, n: int = 200, seed: int = 0) -> dict:
     """Standard deviation of the cosine between two random rows, per d (theory: 1/sqrt(d))."""
     out = {}
     for d in d_values:
-        E = random_tables(n, 1, 1, int_arg("d", d, 2), seed)[0]
+        E = random_tables(n, 1, 1, int_in("d", d, 2), seed)[0]
         out[int(d)] = float(cosines(E).std())
     return out
 
 
 def probe_curve(d_values, seeds=(0, 1, 2), **kwargs) -> dict:
     """probe_sum over a grid of d_model and several seeds: accuracy (seeds, len(d_values)) per part."""
-    d_values = [int(x) for x in d_values]
-    if not d_values or len(seeds) < 1:
-        raise ValueError("d_values and seeds must be non-empty")
+    d_values, seeds = list(d_values), seed_list("seeds", seeds)
+    if not d_values:
+        raise ValueError("d_values must be non-empty")
     runs = [[probe_sum(d_model=d, seed=s, **kwargs) for d in d_values] for s in seeds]
     parts = runs[0][0]["accuracy"].keys()
     return {"d": np.array(d_values), "rows": runs[0][0]["rows"],

@@ -24,8 +24,8 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.probes import fit_probe
-from qalib.topics.embedding_sum import int_arg
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import int_in, seed_list
 
 
 
@@ -61,7 +61,7 @@ def table_subspaces(model, k: int = 8, n_random: int = 200, seed: int = 0) -> di
     emb = model.embeddings
     E, S, P = emb.word_embeddings.weight, emb.token_type_embeddings.weight, emb.position_embeddings.weight
     d = E.shape[1]
-    int_arg("k", k, 1, d // 2)
+    int_in("k", k, 1, d // 2)
     Vw, share_w, rank_w = top_directions(E, k)
     Vp, share_p, rank_p = top_directions(P, k)
     g = torch.Generator().manual_seed(seed)
@@ -101,8 +101,8 @@ def plot_subspaces(fig, r) -> None:
 def real_probe(model, n_seq: int = 48, seq_len: int = 128, seed: int = 0) -> dict:
     """Post-LayerNorm input vectors of random word pieces at random segments; linear probes for position and segment,
     and nearest-row decoding of the token (cosine to every word-table row) on a subsample."""
-    int_arg("seq_len", seq_len, 2, model.cfg.max_len)
-    int_arg("n_seq", n_seq, 4)
+    int_in("seq_len", seq_len, 2, model.cfg.max_len)
+    int_in("n_seq", n_seq, 4)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(999, model.cfg.vocab_size, (n_seq, seq_len), generator=g)  # ids < 999 are [PAD]/[unusedN]/specials
     seg = torch.randint(2, (n_seq, seq_len), generator=g)                         # independent of position on purpose
@@ -195,12 +195,9 @@ class MarkerSegmentTask:
     use_segments: bool = True
 
     def __post_init__(self):
-        if not isinstance(self.vocab_size, int) or self.vocab_size < N_SPECIAL + 2:
-            raise ValueError(f"MarkerSegmentTask.vocab_size must be an int >= {N_SPECIAL + 2}, got {self.vocab_size!r}")
-        if not isinstance(self.min_len, int) or self.min_len < 1:
-            raise ValueError(f"MarkerSegmentTask.min_len must be an int >= 1, got {self.min_len!r}")
-        if not isinstance(self.total_len, int) or self.total_len < 2 * self.min_len:
-            raise ValueError(f"MarkerSegmentTask.total_len must be an int >= 2 * min_len = {2 * self.min_len}, got {self.total_len!r}")
+        int_in("MarkerSegmentTask.vocab_size", self.vocab_size, N_SPECIAL + 2)
+        int_in("MarkerSegmentTask.min_len", self.min_len, 1)
+        int_in("MarkerSegmentTask.total_len", self.total_len, 2 * self.min_len)  # room for two sentences
 
     @property
     def seq_len(self) -> int:
@@ -247,8 +244,7 @@ def run_experiment(variants=tuple(VARIANTS), seeds=(0, 1, 2), steps: int = 120, 
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"variants must be among {list(VARIANTS)}, got {unknown}")
-    if len(seeds) < 1:
-        raise ValueError("seeds must name at least one seed")
+    seeds = seed_list("seeds", seeds)
     out = {"variants": list(variants), "seeds": list(seeds), "steps": steps, "curves": {}, "accuracy": {},
            "params": {}, "seconds": 0.0}
     start = time.perf_counter()

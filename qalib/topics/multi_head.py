@@ -28,6 +28,7 @@ from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
 from qalib.pretrained import minilm
 from qalib.drawing import LiveTickLabels, Update, live, points_to_pixels
+from qalib.validate import float_in, int_in
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -45,17 +46,11 @@ SENTENCES = (
 )
 
 
-def _int_at_least(name: str, value, minimum: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 # -- parameters and cost ---------------------------------------------------------------------------
 def attention_parameter_count(d_model: int, n_heads: int) -> int:
     """Parameters of one attention block (W_Q, W_K, W_V, W_O and biases), counted on qalib's module."""
-    _int_at_least("d_model", d_model, 1)
-    _int_at_least("n_heads", n_heads, 1)
+    int_in("d_model", d_model, 1)
+    int_in("n_heads", n_heads, 1)
     if d_model % n_heads:
         raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
     cfg = MiniBertConfig(vocab_size=8, d_model=d_model, n_heads=n_heads, d_ff=4, n_layers=1)
@@ -65,7 +60,7 @@ def attention_parameter_count(d_model: int, n_heads: int) -> int:
 def attention_flops(d_model: int, n_heads: int, seq_len: int) -> dict:
     """Multiply-add FLOPs (2 per MAC) of one self-attention block for one sequence, and the score count."""
     for name, v in (("d_model", d_model), ("n_heads", n_heads), ("seq_len", seq_len)):
-        _int_at_least(name, v, 1)
+        int_in(name, v, 1)
     if d_model % n_heads:
         raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
     d_h, t = d_model // n_heads, seq_len
@@ -95,7 +90,7 @@ def loop_vs_batched(n_heads: int = 8, d_model: int = 64, seq_len: int = 16, seed
 
 def time_attention(n_heads: int, d_model: int = 256, seq_len: int = 128, batch: int = 8, reps: int = 15) -> float:
     """Median seconds of one multi-head attention call (projections excluded) at fixed d_model."""
-    _int_at_least("reps", reps, 1)
+    int_in("reps", reps, 1)
     g = torch.Generator().manual_seed(0)
     q, k, v = (split_heads(torch.randn(batch, seq_len, d_model, generator=g), n_heads) for _ in range(3))
     times = []
@@ -115,10 +110,10 @@ def pair_readout(m: int = 5, d_model: int = 16, left_weight: float | None = 0.5,
     left_weight=None: two heads of d_model/2, one per neighbour: out = [W_1 v_a ; W_2 v_b].
     Returns the number of colliding pairs and the smallest distance between different pairs
     (relative to the mean norm)."""
-    _int_at_least("m", m, 2)
-    _int_at_least("d_model", d_model, 2)
-    if left_weight is not None and not 0 <= left_weight <= 1:
-        raise ValueError(f"left_weight must be in [0, 1] or None (two heads), got {left_weight}")
+    int_in("m", m, 2)
+    int_in("d_model", d_model, 2)
+    if left_weight is not None:  # None: two heads
+        float_in("left_weight", left_weight, 0, 1)
     g = torch.Generator().manual_seed(seed)
     v = torch.randn(m, d_model, generator=g, dtype=torch.float64)  # value vectors of the m symbols
     a, b = (i.reshape(-1) for i in torch.meshgrid(torch.arange(m), torch.arange(m), indexing="ij"))
@@ -136,7 +131,7 @@ def pair_readout(m: int = 5, d_model: int = 16, left_weight: float | None = 0.5,
 
 def favourite_keys_rank1(seq_len: int = 32, seed: int = 0) -> int:
     """With d_k = 1 the scores s_ij = q_i k_j have rank 1: count the distinct argmax keys over all queries."""
-    _int_at_least("seq_len", seq_len, 2)
+    int_in("seq_len", seq_len, 2)
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(seq_len, 1, generator=g), torch.randn(seq_len, 1, generator=g)
     return int(torch.unique((q @ k.T).argmax(-1)).numel())
@@ -146,8 +141,7 @@ def score_rank(layer: int = 0, head: int = 0) -> dict:
     """Rank of one MiniLM head's bilinear score form W_Q^h^T W_K^h (d x d), and the bound d_k."""
     model, _ = minilm()
     cfg = model.cfg
-    if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
-        raise ValueError(f"layer must be in [0, {cfg.n_layers - 1}] and head in [0, {cfg.n_heads - 1}]")
+    int_in("layer", layer, 0, cfg.n_layers - 1), int_in("head", head, 0, cfg.n_heads - 1)
     w = model.layers[layer].attention.qkv.weight.detach().double()  # (3d, d): rows [q | k | v]
     rows = slice(head * cfg.d_head, (head + 1) * cfg.d_head)
     wq, wk = w[: cfg.d_model][rows], w[cfg.d_model: 2 * cfg.d_model][rows]  # (d_k, d) each
@@ -158,8 +152,7 @@ def score_rank(layer: int = 0, head: int = 0) -> dict:
 def head_contributions(layer: int = 0, text: str = SENTENCES[0]) -> dict:
     """MiniLM's attention sublayer output vs the sum over heads of head_h W_O[:, slice_h]^T (+ bias)."""
     model, tok = minilm()
-    if not 0 <= layer < model.cfg.n_layers:
-        raise ValueError(f"layer must be in [0, {model.cfg.n_layers - 1}], got {layer}")
+    int_in("layer", layer, 0, model.cfg.n_layers - 1)
     internals = model(**tok(text), return_internals=True).internals
     x = internals["embeddings.out"] if layer == 0 else internals[f"layer{layer - 1}.hidden"]  # (1, T, d)
     heads = internals[f"layer{layer}.probs"] @ internals[f"layer{layer}.v"]  # (1, H, T, d_k)
@@ -199,8 +192,7 @@ def head_masses(probs) -> np.ndarray:
 
 def classify_heads(masses: np.ndarray, threshold: float = 0.5) -> np.ndarray:
     """(L, H) labels: the category holding >= threshold of the mass, else 'broad'."""
-    if not 0 < threshold <= 1:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    float_in("threshold", threshold, 0, 1, lo_open=True)
     best = masses.argmax(-1)
     labels = np.array(CATEGORIES, dtype=object)[best]
     return np.where(masses.max(-1) >= threshold, labels, "broad")
@@ -287,8 +279,7 @@ def attention_map(layer: int, head, text: str) -> dict:
     """One MiniLM head's attention map for a typed sentence (head='mean' averages the layer's heads)."""
     r = minilm_attention(text)
     n_layers, n_heads = r["probs"].shape[:2]
-    if not 0 <= layer < n_layers:
-        raise ValueError(f"layer must be in [0, {n_layers - 1}], got {layer}")
+    int_in("layer", layer, 0, n_layers - 1)
     if head != "mean" and not (isinstance(head, (int, np.integer)) and 0 <= head < n_heads):
         raise ValueError(f"head must be 'mean' or in [0, {n_heads - 1}], got {head!r}")
     p = r["probs"][layer].mean(0) if head == "mean" else r["probs"][layer, head]

@@ -28,15 +28,10 @@ from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.topics.multi_head import VASWANI_TABLE3_A, plot_heads_view
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import int_in, seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
-
-
-def _int_at_least(name: str, value, minimum: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
 
 
 @dataclass
@@ -48,15 +43,15 @@ class NeighbourPairTask:
     seq_len: int = 12
 
     def __post_init__(self):
-        _int_at_least("m", self.m, 2)
-        _int_at_least("seq_len", self.seq_len, 3)
+        int_in("m", self.m, 2)
+        int_in("seq_len", self.seq_len, 3)
 
     @property
     def vocab_size(self) -> int:
         return N_SPECIAL + self.m * self.m  # the m input symbols are the first m content ids
 
     def batch(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
-        _int_at_least("batch_size", batch_size, 1)
+        int_in("batch_size", batch_size, 1)
         x = torch.randint(self.m, (batch_size, self.seq_len), generator=generator)  # (B, T) symbols 0..m-1
         labels = torch.full((batch_size, self.seq_len + 2), IGNORE)
         labels[:, 2:-2] = N_SPECIAL + x[:, :-2] * self.m + x[:, 2:]  # inner position t: (x_{t-1}, x_{t+1})
@@ -68,7 +63,7 @@ class NeighbourPairTask:
 def heads_config(n_heads: int, d_model: int = 32, task: NeighbourPairTask | None = None) -> MiniBertConfig:
     """One layer, Shaw relative positions clipped at 2: the variants differ only in n_heads."""
     task = task or NeighbourPairTask()
-    _int_at_least("n_heads", n_heads, 1)
+    int_in("n_heads", n_heads, 1)
     if d_model % n_heads:
         raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
     return MiniBertConfig(vocab_size=task.vocab_size, d_model=d_model, n_layers=1, n_heads=n_heads,
@@ -94,9 +89,10 @@ def run_heads_experiment(n_heads=(1, 2, 4, 8), seeds=(0, 1, 2), steps: int = 125
                          device: str | None = None) -> HeadsResult:
     """Train one model per (n_heads, seed) at equal d_model; evaluate on fresh batches."""
     task = task or NeighbourPairTask()
-    if not n_heads or not seeds:
-        raise ValueError("n_heads and seeds must be non-empty")
-    _int_at_least("steps", steps, 1)
+    seeds = seed_list("seeds", seeds)
+    if not n_heads:
+        raise ValueError("n_heads must be non-empty")
+    int_in("steps", steps, 1)
     runs = [(h, seed) for h in n_heads for seed in seeds]  # independent: side by side on the CPU cores
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, log_every=max(1, steps // 25),
                             device=device)
@@ -135,11 +131,8 @@ def prune_heads(model: MiniBert, layer: int, heads) -> MiniBert:
     Multi-head output = concat(head_1..head_H) W_O^T = sum_h head_h W_O[:, slice_h]^T, so this removes
     exactly those heads' contributions (Michel et al. 2019 mask heads the same way)."""
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    if not 0 <= layer < n_layers:
-        raise ValueError(f"layer must be in [0, {n_layers - 1}], got {layer}")
-    heads = list(heads)
-    if any(not 0 <= h < n_heads for h in heads):
-        raise ValueError(f"heads must be in [0, {n_heads - 1}], got {heads}")
+    int_in("layer", layer, 0, n_layers - 1)
+    heads = [int_in("heads", h, 0, n_heads - 1) for h in heads]
     pruned = copy.deepcopy(model)
     dh = model.cfg.d_head
     with torch.no_grad():

@@ -25,6 +25,7 @@ from qalib.model import MiniBert
 from qalib.norms import TokenBatchNorm
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
+from qalib.validate import int_in, seed_list
 
 NORM_LABELS = {"layer": "LayerNorm", "batch": "BatchNorm (pads included)", "batch_masked": "BatchNorm (pads masked)",
                "rms": "RMSNorm", "none": "no norm"}
@@ -43,8 +44,8 @@ class PaddedMLMTask:
     mlm_prob: float = 0.3
 
     def __post_init__(self):
-        if not isinstance(self.seq_len, int) or not 1 <= self.min_len <= self.seq_len:
-            raise ValueError(f"need 1 <= min_len <= seq_len, got min_len={self.min_len}, seq_len={self.seq_len}")
+        int_in("PaddedMLMTask.seq_len", self.seq_len, 1)
+        int_in("PaddedMLMTask.min_len", self.min_len, 1, self.seq_len)
 
     def batch(self, batch_size: int, generator: torch.Generator | None = None, extra_pad: int = 0) -> Batch:
         ids = with_cls_sep(self.language.sample(batch_size, self.seq_len, generator))  # (B, seq_len + 2)
@@ -63,8 +64,7 @@ class PaddedMLMTask:
 
 def experiment_setup(scale: int = 1):
     """(model config, train config, task) of the experiment; scale > 1 for a GPU: wider, deeper, longer."""
-    if not isinstance(scale, int) or scale < 1:
-        raise ValueError(f"scale must be an int >= 1, got {scale!r}")
+    int_in("scale", scale, 1)
     language = SyntheticLanguage(vocab_size=32, branching=2, lag=4, p_lag=0.0, seed=0)
     cfg = MiniBertConfig(vocab_size=32, d_model=32 * scale, n_layers=2 if scale == 1 else 4, n_heads=4,
                          d_ff=64 * scale, max_len=64)
@@ -154,9 +154,8 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
     unknown = set(norms) - set(NORM_LABELS)
     if unknown:
         raise ValueError(f"norms must be among {sorted(NORM_LABELS)}, got {sorted(unknown)}")
-    if not seeds:
-        raise ValueError("seeds must name at least one seed")
-    exp = NormExperiment(list(norms), list(seeds), [], {}, {})
+    seeds = seed_list("seeds", seeds)
+    exp = NormExperiment(list(norms), seeds, [], {}, {})
     # the runs go side by side on the CPU cores, one thread each
     by_norm = map_grid(partial(_train_one, cfg=cfg, tcfg=tcfg, task=task, device=device), norms, seeds, device)
     for norm, mine in by_norm.items():
@@ -221,8 +220,8 @@ def prepost_gradients(n_layers: int = 8, d_model: int = 32, init_std: float | No
     Returns {placement: {"ffn_w2": (seeds, layers), "layer": (seeds, layers)}}: the gradient of the FFN's
     second weight matrix (the quantity of Xiong et al.'s Fig. 3) and of all the layer's parameters.
     """
-    if not isinstance(n_layers, int) or not 1 <= n_layers <= 48:
-        raise ValueError(f"n_layers must be an int in [1, 48], got {n_layers!r}")
+    int_in("n_layers", n_layers, 1, 48)
+    seeds = seed_list("seeds", seeds)
     std = d_model ** -0.5 if init_std is None else init_std
     cfg = MiniBertConfig(vocab_size=32, d_model=d_model, n_layers=n_layers, n_heads=4, d_ff=4 * d_model,
                          max_len=64, init_std=std)

@@ -27,11 +27,12 @@ from matplotlib.patches import BoxStyle
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath, text_to_path
 
-from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens
+from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens, masking_rates
 from qalib.device import one_thread
 from qalib.drawing import (Change, LiveTickLabels, Panels, Update, bar_polygons, fixed_or_nice, live, live_bars, most,
                            nice_ceiling, points_to_pixels, set_limits)
 from qalib.pretrained import minilm
+from qalib.validate import int_in, probability, seed_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -54,26 +55,6 @@ ROBERTA_TABLE2 = {  # Liu et al. 2019, sec. 4.2, Table 2 (BASE models, BOOKCORPU
 KINDS = ("mask", "random", "keep")  # what happens to a chosen (predicted) position
 
 
-def _prob(name: str, value) -> float:
-    if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _int(name: str, value, lo: int, hi: int | None = None) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be an int in {rng}, got {value!r}")
-    return int(value)
-
-
-def _rates(mlm_prob, mask_frac, random_frac) -> tuple[float, float, float]:
-    p, m, r = _prob("mlm_prob", mlm_prob), _prob("mask_frac", mask_frac), _prob("random_frac", random_frac)
-    if m + r > 1 + 1e-9:
-        raise ValueError(f"mask_frac + random_frac must be <= 1 (the rest stays unchanged), got {m:g} + {r:g}")
-    return p, m, r
-
-
 # ---------------------------------------------------------------------------------------------
 # 1. The masking rule: closed form and sampled
 # ---------------------------------------------------------------------------------------------
@@ -81,15 +62,15 @@ def expected_fractions(mlm_prob=0.15, mask_frac=0.8, random_frac=0.1, n_random_c
     """Share of all (maskable) tokens per outcome. With n_random_choices, a random replacement equals the
     original with probability 1/n_random_choices (BERT samples from the whole vocabulary), so the token you
     SEE unchanged is keep + random/n; without it, outcomes are counted by the action taken."""
-    p, m, r = _rates(mlm_prob, mask_frac, random_frac)
-    same = 0.0 if n_random_choices is None else 1.0 / _int("n_random_choices", n_random_choices, 1)
+    p, m, r = masking_rates(mlm_prob, mask_frac, random_frac)
+    same = 0.0 if n_random_choices is None else 1.0 / int_in("n_random_choices", n_random_choices, 1)
     return {"predicted": p, "mask": p * m, "random": p * r * (1 - same), "keep": p * (1 - m - r + r * same),
             "untouched": 1 - p}
 
 
 def binomial_tolerance(p: float, n: int, z: float = 4.0) -> float:
     """z standard errors of a proportion p estimated from n independent draws: z sqrt(p (1 - p) / n)."""
-    return z * math.sqrt(_prob("p", p) * (1 - p) / _int("n", n, 1))
+    return z * math.sqrt(probability("p", p) * (1 - p) / int_in("n", n, 1))
 
 
 def _outcomes(ids: torch.Tensor, corrupted: torch.Tensor, labels: torch.Tensor, mask_id: int) -> dict:
@@ -102,9 +83,9 @@ def _outcomes(ids: torch.Tensor, corrupted: torch.Tensor, labels: torch.Tensor, 
 def sampled_fractions(n_tokens: int = 200_000, vocab_size: int = 32, mlm_prob=0.15, mask_frac=0.8, random_frac=0.1,
                       seed: int = 0) -> dict:
     """mask_tokens on n_tokens random content tokens: measured share per outcome, the closed form, and 4-sigma tolerances."""
-    n = _int("n_tokens", n_tokens, 1)
-    v = _int("vocab_size", vocab_size, N_SPECIAL + 1)
-    p, m, r = _rates(mlm_prob, mask_frac, random_frac)
+    n = int_in("n_tokens", n_tokens, 1)
+    v = int_in("vocab_size", vocab_size, N_SPECIAL + 1)
+    p, m, r = masking_rates(mlm_prob, mask_frac, random_frac)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(N_SPECIAL, v, (1, n), generator=g)                    # (1, N) content tokens only
     corrupted, labels = mask_tokens(ids, v, g, p, m, r)
@@ -121,7 +102,7 @@ def visible_token_trust(mlm_prob=0.15, mask_frac=0.8, random_frac=0.1) -> dict:
     """Among input tokens that are not [MASK]: the share that is the true token, and the share that is a target.
 
     P(shown token is wrong | not [MASK]) = p r / (1 - p m); BERT's numbers: 0.015 / 0.88 = 1.7%."""
-    p, m, r = _rates(mlm_prob, mask_frac, random_frac)
+    p, m, r = masking_rates(mlm_prob, mask_frac, random_frac)
     visible = 1 - p * m
     if visible <= 0:
         return {"visible": 0.0, "wrong": 0.0, "target": 0.0, "note": "every token is [MASK]: nothing is visible"}
@@ -160,11 +141,11 @@ def mask_sentence(text: str = "The quick brown fox jumps over the lazy dog near 
     """One draw of the rule on a typed sentence, and the outcome shares over n_redraws draws of the same sentence."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("text is empty: type a sentence to mask")
-    p, m, r = _rates(mlm_prob, mask_frac, random_frac)
-    _int("n_redraws", n_redraws, 1, 100_000)
+    p, m, r = masking_rates(mlm_prob, mask_frac, random_frac)
+    int_in("n_redraws", n_redraws, 1, 100_000)
     tok = cached_tokenizer()
     ids = tok(text, max_length=128)["input_ids"]                                # (1, T), long texts cut at 128 pieces
-    g = torch.Generator().manual_seed(_int("seed", seed, 0))
+    g = torch.Generator().manual_seed(seed_int("seed", seed))
     corrupted, labels = mask_wordpiece(ids, tok, g, p, m, r)
     out = {k: v[0] for k, v in _outcomes(ids, corrupted, labels, tok.mask_id).items()}
     kind = ["keep" if out["keep"][i] else "random" if out["random"][i] else "mask" if out["mask"][i] else "-"
@@ -195,7 +176,7 @@ def split_word_leak(text: str, n_draws: int = 4000, seed: int = 0) -> dict:
         raise ValueError("text is empty: type a sentence")
     tok = cached_tokenizer()
     enc = tok.encode(text)
-    ids = torch.tensor(enc.ids)[None].expand(_int("n_draws", n_draws, 1), -1)     # (n_draws, T)
+    ids = torch.tensor(enc.ids)[None].expand(int_in("n_draws", n_draws, 1), -1)     # (n_draws, T)
     word = torch.tensor([-1 if w is None else w for w in enc.word_ids])           # piece -> word (-1: special)
     _, labels = mask_wordpiece(ids, tok, torch.Generator().manual_seed(seed))
     chosen = labels != IGNORE
@@ -331,8 +312,8 @@ def pair_stats(language, half_len: int = 12, n: int = 4000, seed: int = 0) -> di
     The rule says "B continues A" iff B's first token may follow A's last token in the language (a bigram
     successor or, when the language has a lag, the lag-mapped token): the kind of shortcut RoBERTa and ALBERT
     blame for NSP being too easy."""
-    half = _int("half_len", half_len, 1)
-    n = _int("n", n, 2)
+    half = int_in("half_len", half_len, 1)
+    n = int_in("n", n, 2)
     batch = PairTask(language, half).batch(n, torch.Generator().manual_seed(seed))
     ids, labels, types = batch.input_ids, batch.labels, batch.token_type_ids
     a_last, b_first = ids[:, half] - N_SPECIAL, ids[:, half + 2] - N_SPECIAL   # [CLS] A(half) [SEP] B ...
@@ -404,7 +385,7 @@ def segment_view(text_a: str = "The cat sat on the mat.", text_b: str = "It was 
     if not isinstance(text_a, str) or not text_a.strip():
         raise ValueError("sentence A is empty: type a sentence")
     model, tok = minilm()
-    _int("layer", layer, 0, model.cfg.n_layers)
+    int_in("layer", layer, 0, model.cfg.n_layers)
     text_b = text_b if isinstance(text_b, str) and text_b.strip() else None
     types = tok(text_a, text_b, max_length=128)["token_type_ids"]
     new = new_segment_ids(types, mode)

@@ -25,8 +25,8 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.probes import fit_probe, probe_accuracy
-from qalib.topics.pretraining import _int
 from qalib.train import TrainConfig, train
+from qalib.validate import int_in, seed_list
 
 VARIANTS = {"100/0/0": (1.0, 0.0), "80/10/10": (0.8, 0.1)}  # (mask_frac, random_frac); keep = the rest
 
@@ -36,7 +36,7 @@ def experiment_language(seed: int = 0) -> SyntheticLanguage:
 
 
 def experiment_config(d_model: int = 32, n_layers: int = 1) -> MiniBertConfig:
-    return MiniBertConfig(vocab_size=20, d_model=_int("d_model", d_model, 8), n_layers=_int("n_layers", n_layers, 1, 12),
+    return MiniBertConfig(vocab_size=20, d_model=int_in("d_model", d_model, 8), n_layers=int_in("n_layers", n_layers, 1, 12),
                           n_heads=2, d_ff=2 * d_model, max_len=32)
 
 
@@ -56,7 +56,7 @@ def bayes_mlm_accuracy(language: SyntheticLanguage, n: int = 2000, seq_len: int 
     if language.p_lag > 0:
         raise ValueError("bayes_mlm_accuracy needs a pure bigram language (p_lag = 0)")
     A = transition_matrix(language)
-    x = language.sample(_int("n", n, 1), _int("seq_len", seq_len, 3), torch.Generator().manual_seed(seed)) - N_SPECIAL
+    x = language.sample(int_in("n", n, 1), int_in("seq_len", seq_len, 3), torch.Generator().manual_seed(seed)) - N_SPECIAL
     left, right = x[:, :-2].reshape(-1), x[:, 2:].reshape(-1)
     post = A[left] * A[:, right].T                                              # (N, C): A[l, b] A[b, r]
     post = post / post.sum(-1, keepdim=True)
@@ -74,7 +74,7 @@ def probe_unmasked(model: MiniBert, language: SyntheticLanguage, seq_len: int = 
     probe_*        linear least-squares probes on the clean final hidden states (train half / test half)
     """
     g = torch.Generator().manual_seed(seed)
-    ids = with_cls_sep(language.sample(_int("n", n, 4), seq_len, g))            # (n, T + 2)
+    ids = with_cls_sep(language.sample(int_in("n", n, 4), seq_len, g))            # (n, T + 2)
     inner = slice(1, seq_len + 1)
     h = model(ids).last_hidden_state                                             # (n, T + 2, d)
     probs = model.mlm_logits(h[:, inner]).float().softmax(-1)                    # (n, T, V)
@@ -102,9 +102,8 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_layer
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
         raise ValueError(f"variants must be a non-empty subset of {list(VARIANTS)}, got {list(variants)}")
-    if len(seeds) < 1:
-        raise ValueError("seeds must be non-empty")
-    _int("steps", steps, 1)
+    seeds = seed_list("seeds", seeds)
+    int_in("steps", steps, 1)
     lang = experiment_language()
     cfg = experiment_config(d_model, n_layers)
     start = time.perf_counter()

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from qalib.device import one_thread
 from qalib.drawing import Change, Update, bar_polygons, limits_with_margins, live, live_bars, log_ticks, set_limits
+from qalib.validate import float_in, int_in, seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -35,18 +36,6 @@ LOG_AXIS_TICKS = (1e-16, 1e-12, 1e-8, 1e-4, 1.0)  # the log axes span 16 decades
 # ---------------------------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------------------------
-def _int_in(name: str, value, lo: int, hi: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
-def _float_in(name: str, value, lo: float, hi: float) -> float:
-    if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
-    return float(value)
-
-
 def _matrix(name: str, x, square: bool = False) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or (square and x.shape[0] != x.shape[1]):
         kind = "square (n, n)" if square else "(n, d)"
@@ -60,9 +49,9 @@ def _matrix(name: str, x, square: bool = False) -> torch.Tensor:
 def sphere_tokens(n: int = 24, d: int = 16, n_clusters: int = 3, spread: float = 0.5, seed: int = 0) -> torch.Tensor:
     """(n, d) float64 tokens after a LayerNorm without gain and bias: every row has mean 0 and norm sqrt(d).
     Rows are drawn around `n_clusters` random centres (noise std `spread`), sorted by cluster."""
-    n, d = _int_in("n", n, 2, 512), _int_in("d", d, 2, 4096)
-    n_clusters = _int_in("n_clusters", n_clusters, 1, n)
-    spread = _float_in("spread", spread, 0.0, 100.0)
+    n, d = int_in("n", n, 2, 512), int_in("d", d, 2, 4096)
+    n_clusters = int_in("n_clusters", n_clusters, 1, n)
+    spread = float_in("spread", spread, 0.0, 100.0)
     g = torch.Generator().manual_seed(seed)
     centres = torch.randn(n_clusters, d, generator=g, dtype=torch.float64)
     label = torch.arange(n) * n_clusters // n  # 0 0 .. 1 1 .. 2 2: contiguous blocks
@@ -73,7 +62,7 @@ def sphere_tokens(n: int = 24, d: int = 16, n_clusters: int = 3, spread: float =
 def kernel_identity(q: torch.Tensor, k: torch.Tensor, s: float) -> dict:
     """Both sides of exp(q.k/s) = exp(-|q-k|^2/2s) * exp(|q|^2/2s) * exp(|k|^2/2s) for every pair (float64)."""
     q, k = _matrix("q", q), _matrix("k", k)
-    s = _float_in("s", s, 1e-6, 1e6)
+    s = float_in("s", s, 1e-6, 1e6)
     lhs = torch.exp(q @ k.T / s)                                                   # (n_q, n_k)
     gauss = torch.exp(-torch.cdist(q, k).pow(2) / (2 * s))                         # Gaussian kernel, bandwidth s
     q_fac, k_fac = torch.exp(q.pow(2).sum(-1) / (2 * s)), torch.exp(k.pow(2).sum(-1) / (2 * s))
@@ -86,7 +75,7 @@ def transition_matrix(x: torch.Tensor, temperature: float = 1.0, tied: bool = Tr
     tied: q = k = x (the seed article's Q = K setting, a symmetric kernel). Otherwise separate random
     projections W_q != W_k with N(0, 1/d) entries, as in a real head."""
     x = _matrix("x", x)
-    temperature = _float_in("temperature", temperature, 1e-3, 1e3)
+    temperature = float_in("temperature", temperature, 1e-3, 1e3)
     d = x.shape[1]
     if tied:
         q = k = x
@@ -114,7 +103,7 @@ def markov_summary(p: torch.Tensor, t_max: int = 64) -> dict:
     """Powers of P: pi, the second-largest eigenvalue modulus |lambda_2|, and for t = 0..t_max the worst-row
     total-variation distance max_i TV(P^t[i], pi) and the mean row entropy of P^t (nats)."""
     p = _matrix("p", p, square=True)
-    t_max = _int_in("t_max", t_max, 0, 100_000)
+    t_max = int_in("t_max", t_max, 0, 100_000)
     pi = stationary(p)
     mods = torch.linalg.eigvals(p).abs().sort(descending=True).values
     lam2 = float(mods[1]) if len(mods) > 1 else 0.0
@@ -129,7 +118,7 @@ def markov_summary(p: torch.Tensor, t_max: int = 64) -> dict:
 
 def matrix_power(p: torch.Tensor, t: int) -> torch.Tensor:
     p = _matrix("p", p, square=True)
-    return torch.linalg.matrix_power(p, _int_in("t", t, 0, 100_000))
+    return torch.linalg.matrix_power(p, int_in("t", t, 0, 100_000))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,12 +171,12 @@ def attention_stack(depth: int = 12, residual: bool = False, mlp: bool = False, 
     """Run random tokens (n, d) through `depth` random multi-head attention layers (float64) and return the
     collapse ratio and the effective rank after each layer (index 0 = input). Each layer is
     x <- [x +] MHA(x), then optional LayerNorm, then optional [x +] MLP(x) and LayerNorm (post-norm, as BERT)."""
-    depth = _int_in("depth", depth, 1, 256)
-    n, d = _int_in("n", n, 2, 1024), _int_in("d", d, 2, 1024)
-    n_heads = _int_in("n_heads", n_heads, 1, d)
+    depth = int_in("depth", depth, 1, 256)
+    n, d = int_in("n", n, 2, 1024), int_in("d", d, 2, 1024)
+    n_heads = int_in("n_heads", n_heads, 1, d)
     if d % n_heads:
         raise ValueError(f"d ({d}) must be divisible by n_heads ({n_heads})")
-    qk_gain = _float_in("qk_gain", qk_gain, 0.0, 100.0)
+    qk_gain = float_in("qk_gain", qk_gain, 0.0, 100.0)
     dh = d // n_heads
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(10_000 + seed), dtype=torch.float64)
     states = [x]
@@ -212,9 +201,9 @@ def attention_stack(depth: int = 12, residual: bool = False, mlp: bool = False, 
 
 def collapse_sweep(depth: int = 12, seeds=range(3), **variants) -> dict:
     """{variant name: {"ratio": (n_seeds, depth+1), "erank": ...}} for named keyword dicts of attention_stack."""
-    seeds = list(seeds)
-    if not seeds or not variants:
-        raise ValueError("seeds and variants must be non-empty")
+    seeds = seed_list("seeds", seeds)
+    if not variants:
+        raise ValueError("variants must be non-empty")
     out = {"layer": np.arange(depth + 1), "seeds": seeds, "variants": {}}
     for name, kw in variants.items():
         runs = [attention_stack(depth=depth, seed=s, **kw) for s in seeds]
@@ -232,7 +221,7 @@ def averaging_walk(p: torch.Tensor, x: torch.Tensor, t_max: int = 32) -> dict:
     """Two readings of the chain: the walker's distribution P^t e_i spreads (row entropy rises), while the
     tokens updated by the expectation, x <- P x, contract towards one point (spread falls)."""
     p, x = _matrix("p", p, square=True), _matrix("x", x)
-    t_max = _int_in("t_max", t_max, 1, 10_000)
+    t_max = int_in("t_max", t_max, 1, 10_000)
     spread, cur = [], x
     for _ in range(t_max + 1):
         spread.append(float((cur - cur.mean(0)).pow(2).sum(-1).mean()))  # mean squared distance to the centroid

@@ -22,6 +22,7 @@ from qalib.device import one_thread
 from qalib.drawing import log_ticks, seed_band
 from qalib.topics.random_walk import FLOAT_FLOOR, LOG_AXIS_TICKS, collapse_ratio, effective_rank, stationary
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import int_in, seed_list
 
 VARIANTS = {"residual": True, "no residual": False}
 EVAL_SEED = 12345  # qalib.train.evaluate's default evaluation seed
@@ -65,11 +66,8 @@ def run_residual_experiment(seeds=range(3), steps: int = 150, d_model: int = 32,
     """Train the mini-BERT with and without residual connections on the same MLM task for each seed; return
     training-accuracy curves, held-out accuracy, and the per-layer collapse ratio / effective rank at
     initialisation and after training (arrays over seeds)."""
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError("seeds must be non-empty (use >= 3 to see the spread)")
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    seeds = seed_list("seeds", seeds)
+    int_in("steps", steps, 1)
     task = mlm_task(seq_len)
     out = {"seeds": seeds, "steps": steps, "chance": 1 / 27,
            "best_constant": best_constant_accuracy(task, eval_batches, eval_batch_size),

@@ -20,6 +20,7 @@ import torch
 
 from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
 from qalib.drawing import Change, Update, live, live_title, most, set_limits
+from qalib.validate import int_in, sinusoid_width
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -29,16 +30,10 @@ LABELS = {"shaw": "Shaw et al. (q.a)", "relative_key_query": "Huang m4 (q.a + k.
           "rotary": "rotary (RoPE)", "alibi": "ALiBi"}
 
 
-def _int_in(name: str, value, lo: int, hi: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
 def clipped_offsets(t: int, clip: int) -> torch.Tensor:
     """Shaw et al. eq. 5: clip(j - i, k) = max(-k, min(k, j - i)). -> (T, T) long, 2k+1 distinct labels at most."""
-    _int_in("t", t, 1, 4096)
-    _int_in("clip", clip, 0, 4096)
+    int_in("t", t, 1, 4096)
+    int_in("clip", clip, 0, 4096)
     return relative_offsets(t).clamp(-clip, clip)
 
 
@@ -55,7 +50,7 @@ def rotary_scores(q: torch.Tensor, k: torch.Tensor, t: int, base: float = 10000.
     """S[m, n] = (R_m q) . (R_n k): the same query and key vectors placed at every position 0..T-1. -> (T, T)."""
     if q.dim() != 1 or q.shape != k.shape or q.shape[0] % 2:
         raise ValueError(f"q and k must be 1-d vectors of the same even size, got {tuple(q.shape)}, {tuple(k.shape)}")
-    _int_in("t", t, 1, 4096)
+    int_in("t", t, 1, 4096)
     rot = Rotary(q.shape[0], base)
     rq = rot.rotate(q.double().expand(1, 1, t, -1).float())[0, 0]  # (T, d)
     rk = rot.rotate(k.double().expand(1, 1, t, -1).float())[0, 0]
@@ -73,12 +68,11 @@ def bias_matrix(method: str = "shaw", t: int = 24, clip: int = 4, d_head: int = 
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    _int_in("t", t, 2, 512)
-    _int_in("clip", clip, 0, 512)
-    _int_in("n_heads", n_heads, 1, 64)
-    _int_in("head", head, 0, n_heads - 1)
-    if not isinstance(d_head, int) or d_head < 2 or d_head % 2:
-        raise ValueError(f"d_head must be an even int >= 2, got {d_head!r}")
+    int_in("t", t, 2, 512)
+    int_in("clip", clip, 0, 512)
+    int_in("n_heads", n_heads, 1, 64)
+    int_in("head", head, 0, n_heads - 1)
+    sinusoid_width("d_head", d_head)  # rotary turns pairs of dimensions
     g = torch.Generator().manual_seed(seed)
     rows = 1 if same_content else t
     q = torch.randn(rows, d_head, generator=g).expand(t, -1)  # (T, d_head)
@@ -187,12 +181,11 @@ def rotary_profile(d_head: int = 32, base: float = 10000.0, start: int = 0, t: i
     """q.k after rotation as a function of the offset n - m, for a query at `start` and at `start + 17`:
     the two curves coincide (only the offset matters). Also the bound of Su et al. sec. 3.4.3: the mean
     |sum of partial sums of e^{i(n-m)theta}| that decays with distance, for q = k = all ones."""
-    if not isinstance(d_head, int) or d_head < 2 or d_head % 2:
-        raise ValueError(f"d_head must be an even int >= 2, got {d_head!r}")
+    sinusoid_width("d_head", d_head)  # rotary turns pairs of dimensions
     if not (isinstance(base, (int, float)) and math.isfinite(base) and base > 1):
         raise ValueError(f"base must be a finite number > 1, got {base!r}")
-    _int_in("start", start, 0, 4096)
-    _int_in("t", t, 2, 1024)
+    int_in("start", start, 0, 4096)
+    int_in("t", t, 2, 1024)
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(d_head, generator=g), torch.randn(d_head, generator=g)
     n = start + 17 + t
@@ -250,12 +243,10 @@ def rotary_demo() -> Demo:
 
 def slopes_and_buckets(n_heads: int = 8, n_buckets: int = 32, max_distance: int = 128) -> dict:
     """ALiBi's per-head slopes and T5's bucket of every offset in [-2 max_distance, 2 max_distance]."""
-    _int_in("n_heads", n_heads, 1, 64)
-    _int_in("n_buckets", n_buckets, 4, 256)
-    if n_buckets % 2:
-        raise ValueError(f"n_buckets must be even (half per direction), got {n_buckets}")
+    int_in("n_heads", n_heads, 1, 64)
+    int_in("n_buckets", n_buckets, 4, 256, even=True)  # half per direction
     exact = n_buckets // 4
-    _int_in("max_distance", max_distance, exact + 1, 4096)
+    int_in("max_distance", max_distance, exact + 1, 4096)
     offsets = torch.arange(-2 * max_distance, 2 * max_distance + 1)
     return {"slopes": alibi_slopes(n_heads).numpy(), "offsets": offsets.numpy(),
             "buckets": t5_buckets(offsets, n_buckets, max_distance).numpy(), "max_distance": max_distance,

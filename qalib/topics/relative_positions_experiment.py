@@ -23,6 +23,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import int_in, seed_list
 
 POSITIONS = ("learned", "sinusoidal", "shaw", "relative_key_query", "rotary", "alibi")
 
@@ -42,8 +43,7 @@ class ProbeSetup:
     causal: bool = False
 
     def scaled(self, scale: int) -> "ProbeSetup":
-        if not isinstance(scale, int) or scale < 1:
-            raise ValueError(f"scale must be an int >= 1, got {scale!r}")
+        int_in("scale", scale, 1)
         from dataclasses import replace
         return replace(self, steps=self.steps * scale, d_model=self.d_model * min(scale, 2))
 
@@ -87,8 +87,9 @@ def run_variants(variants, seeds=(0, 1, 2), setup: ProbeSetup = ProbeSetup(), de
     """Train each (pos, clip) variant for each seed; accuracy at L and 2L. -> arrays (n_variants, n_seeds).
     The runs are independent and go side by side on the CPU cores (qalib.parallel)."""
     variants = [tuple(v) for v in variants]
-    if not variants or not seeds:
-        raise ValueError("variants and seeds must be non-empty")
+    seeds = seed_list("seeds", seeds)
+    if not variants:
+        raise ValueError("variants must be non-empty")
     runs = [(pos, clip, seed) for pos, clip in variants for seed in seeds]
     scores = map_runs(partial(_probe_scores, setup=setup, device=device), runs, device)
     acc = np.array([at_l for at_l, _, _ in scores]).reshape(len(variants), len(seeds))
@@ -149,7 +150,7 @@ def train_mlm_relative(seed: int = 0, steps: int = 200, clip: int = 8, seq_len: 
 
 def train_mlm_runs(seeds=(0, 1, 2), steps: int = 200, device=None) -> list[MLMRun]:
     """train_mlm_relative for each seed, side by side on the CPU cores (qalib.parallel)."""
-    return map_runs(partial(_mlm_run, steps=steps, device=device), seeds, device)
+    return map_runs(partial(_mlm_run, steps=steps, device=device), seed_list("seeds", seeds), device)
 
 
 def _mlm_run(seed: int, steps: int, device) -> MLMRun:

@@ -15,6 +15,7 @@ import torch
 from qalib.attention import attention, entropy, softmax_jacobian
 from qalib.config import SCALINGS
 from qalib.drawing import Change, Update, live
+from qalib.validate import float_in, int_in, slider_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -22,19 +23,11 @@ if TYPE_CHECKING:  # only the demo factories need the widget shell; they import 
 INITS = ("xavier_head", "xavier_full", "bert_0.02")
 
 
-def _check_int(name: str, value, lo: int, hi: int) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
 def scale_factor(scaling: str, d_k: int) -> float:
     """The number q.k is multiplied by: 1/sqrt(d_k) (the paper), 1 (none) or 1/d_k."""
     if scaling not in SCALINGS:
         raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
-    _check_int("d_k", d_k, 1, 1 << 20)
+    int_in("d_k", d_k, 1, 1 << 20)
     return {"inv_sqrt_dk": d_k ** -0.5, "none": 1.0, "inv_dk": 1.0 / d_k}[scaling]
 
 
@@ -43,8 +36,8 @@ def scale_factor(scaling: str, d_k: int) -> float:
 # ---------------------------------------------------------------------------------------------
 def dot_product_variance(d_ks=(4, 16, 64, 256, 1024), n: int = 8000, seed: int = 0) -> dict:
     """q, k with independent N(0, 1) components: sample variance of q.k and of q.k / sqrt(d_k)."""
-    _check_int("n", n, 100, 10**6)
-    d_ks = [_check_int("d_k", d, 1, 1 << 14) for d in d_ks]
+    int_in("n", n, 100, 10**6)
+    d_ks = [int_in("d_k", d, 1, 1 << 14) for d in d_ks]
     g = torch.Generator().manual_seed(seed)
     raw, mean = [], []
     for d in d_ks:
@@ -67,7 +60,7 @@ def projected_score_variance(x: torch.Tensor, d_k: int = 32, init: str = "xavier
         raise ValueError(f"x must be a (N >= 2, d_in) tensor, got {getattr(x, 'shape', type(x))}")
     if init not in INITS:
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
-    d_k = _check_int("d_k", d_k, 1, 4096)
+    d_k = int_in("d_k", d_k, 1, 4096)
     d_in = x.shape[1]
     std = {"xavier_head": math.sqrt(2 / (d_in + d_k)), "xavier_full": math.sqrt(1 / d_in), "bert_0.02": 0.02}[init]
     g = torch.Generator().manual_seed(seed)
@@ -85,10 +78,7 @@ def projected_score_variance(x: torch.Tensor, d_k: int = 32, init: str = "xavier
 # ---------------------------------------------------------------------------------------------
 def saturation(a: float, temperature: float = 1.0) -> dict:
     """softmax([a, a, 2a] / T), its Jacobian J, ||J||_F and dy_3/dz (the last row of J), in float64."""
-    if not (isinstance(a, (int, float)) and math.isfinite(a) and 0 <= a <= 1e4):
-        raise ValueError(f"a must be a finite number in [0, 1e4], got {a!r}")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and 1e-3 <= temperature <= 1e3):
-        raise ValueError(f"temperature must be a number in [1e-3, 1e3], got {temperature!r}")
+    a, temperature = float_in("a", a, 0, 1e4), float_in("temperature", temperature, 1e-3, 1e3)
     z = torch.tensor([a, a, 2 * a], dtype=torch.float64) / temperature
     y = torch.softmax(z, dim=0)
     jac = softmax_jacobian(y)
@@ -116,9 +106,9 @@ def saturation_curve(a_values) -> dict:
 # ---------------------------------------------------------------------------------------------
 def attention_stats(d_k: int, scaling: str = "inv_sqrt_dk", n_queries: int = 8, n_keys: int = 16, seed: int = 0) -> dict:
     """Logits, probabilities, mean entropy (nats), mean max probability and mean per-row ||J||_F."""
-    d_k = _check_int("d_k", int(round(d_k)) if isinstance(d_k, float) else d_k, 1, 4096)
-    n_queries = _check_int("n_queries", n_queries, 1, 4096)
-    n_keys = _check_int("n_keys", n_keys, 2, 1024)
+    d_k = int_in("d_k", d_k, 1, 4096)
+    n_queries = int_in("n_queries", n_queries, 1, 4096)
+    n_keys = int_in("n_keys", n_keys, 2, 1024)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n_queries, d_k, generator=g, dtype=torch.float64)
     k = torch.randn(n_keys, d_k, generator=g, dtype=torch.float64)
@@ -151,11 +141,10 @@ def attention_sweep(d_ks=(4, 16, 64, 256, 1024), scalings=SCALINGS, n_queries: i
 def ce_vs_mse(gaps=(1.0, 5.0, 10.0, 20.0), n_classes: int = 10) -> dict:
     """Logits z = gap at class 0, 0 elsewhere; target class 1 (confidently wrong).
     Gradient norm w.r.t. z of CE = -log y_1 (closed form y - t) and of MSE = 1/2 ||y - t||^2 (closed form J (y - t))."""
-    n_classes = _check_int("n_classes", n_classes, 2, 10000)
+    n_classes = int_in("n_classes", n_classes, 2, 10000)
     ce, mse, mse_closed = [], [], []
     for gap in gaps:
-        if not (math.isfinite(gap) and gap >= 0):
-            raise ValueError(f"gaps must be finite numbers >= 0, got {gap!r}")
+        gap = float_in("gaps", gap, 0)
         t = torch.zeros(n_classes, dtype=torch.float64)
         t[1] = 1.0
         norms = []
@@ -304,7 +293,7 @@ def plot_real_scores(fig, r) -> None:
 # Demos
 # ---------------------------------------------------------------------------------------------
 def _attention_compute(d_k, scaling):
-    return attention_stats(int(round(d_k)), scaling)
+    return attention_stats(slider_int("d_k", d_k), scaling)  # the FloatLogSlider's 2.0 ** k
 
 
 def attention_demo() -> Demo:

@@ -24,6 +24,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, train
+from qalib.validate import int_in, seed_list
 
 SCALES = ("inv_sqrt_dk", "none", "inv_dk")
 
@@ -42,9 +43,7 @@ class RecallTask:
 
     def __post_init__(self):
         for name in ("n_keys", "n_values"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 2:
-                raise ValueError(f"RecallTask.{name} must be an int >= 2, got {v!r}")
+            int_in(f"RecallTask.{name}", getattr(self, name), 2)
 
     @property
     def vocab_size(self) -> int:
@@ -102,13 +101,11 @@ def _train_pair(pair: tuple, **kwargs) -> dict:
 def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: int = 64, n_heads: int = 1,
                    batch_size: int = 32, lr: float = 3e-3, n_keys: int = 4, n_values: int = 4, device=None) -> dict:
     """Every scale x every seed. Arrays are (n_seeds, n_logged). final_* are the mean of the last 3 logs per seed."""
-    if not seeds:
-        raise ValueError("seeds must hold at least one seed")
+    seeds = seed_list("seeds", seeds)
     for s in scales:
         if s not in SCALES:
             raise ValueError(f"scales must be drawn from {SCALES}, got {s!r}")
-    if not isinstance(steps, int) or steps < 20:
-        raise ValueError(f"steps must be an int >= 20, got {steps!r}")
+    int_in("steps", steps, 20)
     task = RecallTask(n_keys, n_values)
     out = {"scales": list(scales), "seeds": list(seeds), "d_k": d_model // n_heads, "runs": {},
            "chance_loss": math.log(task.n_keys * task.n_values), "key_only_loss": math.log(task.n_values)}

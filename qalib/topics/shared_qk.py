@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from qalib.positions import offset_matrix, sinusoidal
 from qalib.pretrained import minilm
 from qalib.drawing import Change, Update, fixed_or_nice, live, set_limits
+from qalib.validate import int_in, positive, seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -39,12 +40,6 @@ SENTENCE = (
 # ---------------------------------------------------------------------------------------------
 # Inputs
 # ---------------------------------------------------------------------------------------------
-def _int_in(name: str, value, lo: int, hi: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
 @functools.lru_cache(maxsize=4)
 def pretrained_embeddings(text: str = SENTENCE) -> torch.Tensor:
     """(T, 384) output of all-MiniLM-L6-v2's embedding layer (word + segment + position, LayerNorm) for `text`."""
@@ -59,8 +54,8 @@ def make_inputs(kind: str, n: int, d: int, seed: int = 0) -> torch.Tensor:
     has norm sqrt(d)); or the checkpoint's embeddings of SENTENCE (d is then 384, its first n word pieces)."""
     if kind not in INPUT_KINDS:
         raise ValueError(f"kind must be one of {INPUT_KINDS}, got {kind!r}")
-    n = _int_in("n", n, 2, 4096)
-    d = _int_in("d", d, 1, 4096)
+    n = int_in("n", n, 2, 4096)
+    d = int_in("d", d, 1, 4096)
     if kind == "pretrained":
         x = pretrained_embeddings()
         if n > x.shape[0]:
@@ -79,7 +74,7 @@ def random_scores(x: torch.Tensor, tied: bool, d_head: int | None = None, seed: 
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
         raise ValueError(f"x must be a (n, d) tensor, got {getattr(x, 'shape', type(x))}")
     d = x.shape[1]
-    d_head = d if d_head is None else _int_in("d_head", d_head, 1, 4096)
+    d_head = d if d_head is None else int_in("d_head", d_head, 1, 4096)
     g = torch.Generator().manual_seed(seed + 1000)
     w_q = torch.randn(d, d_head, generator=g) / math.sqrt(d)
     w_k = w_q if tied else torch.randn(d, d_head, generator=g) / math.sqrt(d)
@@ -99,9 +94,9 @@ def diagonal_stats(scores: torch.Tensor) -> dict[str, float]:
 
 def diagonal_sweep(ds, ns, kind: str = "gaussian", seeds=range(5)) -> dict:
     """Fraction of rows with argmax on the diagonal for every (d, n), tied and separate: mean and std over seeds."""
-    seeds = list(seeds)
-    if not ds or not ns or not seeds:
-        raise ValueError("ds, ns and seeds must be non-empty")
+    seeds = seed_list("seeds", seeds)
+    if not ds or not ns:
+        raise ValueError("ds and ns must be non-empty")
     out = {"ds": list(ds), "ns": list(ns), "kind": kind, "n_seeds": len(seeds)}
     for tied in (True, False):
         vals = np.array([[[diagonal_stats(random_scores(make_inputs(kind, n, d, s), tied, seed=s))["argmax_diag"]
@@ -207,10 +202,9 @@ def offset_form(k: int, d: int, form: str, base: float = 100.0) -> torch.Tensor:
 def directed_scores(n: int = 16, k: int = 1, form: str = "separate", sharpness: float = 1.0, d: int = 64,
                     base: float = 100.0) -> dict:
     """Scores, masked attention and per-row margins of 'k back' over 'k forward' for a positions-only form."""
-    n = _int_in("n", n, 3, 512)
-    k = _int_in("k", k, 1, n - 1)
-    if not (isinstance(sharpness, (int, float)) and math.isfinite(sharpness) and sharpness > 0):
-        raise ValueError(f"sharpness must be a finite number > 0, got {sharpness!r}")
+    n = int_in("n", n, 3, 512)
+    k = int_in("k", k, 1, n - 1)
+    sharpness = positive("sharpness", sharpness)
     pe = sinusoidal(n, d, base).double()
     scores = sharpness * pe @ offset_form(k, d, form, base) @ pe.T / math.sqrt(d)  # (n, n)
     mask = torch.ones(n, n, dtype=torch.bool)
@@ -365,7 +359,7 @@ def init_diagonal(cfg, n_tokens: int = 64, seed: int = 0) -> dict[str, float]:
     mean attention probability on the diagonal (the softmax mass the source article says 'approaches 1')."""
     from qalib.model import MiniBert
 
-    n_tokens = _int_in("n_tokens", n_tokens, 2, cfg.max_len)
+    n_tokens = int_in("n_tokens", n_tokens, 2, cfg.max_len)
     torch.manual_seed(seed)
     model = MiniBert(cfg).eval()
     ids = torch.randint(5, cfg.vocab_size, (4, n_tokens), generator=torch.Generator().manual_seed(seed))

@@ -20,6 +20,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import int_in, seed_list
 
 VARIANTS = {
     "separate": {},
@@ -61,14 +62,11 @@ def run_probe_experiment(task: ProbeTask, variants=tuple(VARIANTS), seeds=range(
     """Train every variant with every seed; return training-accuracy curves, final evaluation accuracy and
     the layer-0 attention masses of each trained model (arrays over seeds). `config_changes` go to every
     variant's MiniBertConfig (e.g. pos="rotary")."""
-    seeds = list(seeds)
+    seeds = seed_list("seeds", seeds)
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"variants must be among {list(VARIANTS)}, got {unknown}")
-    if not seeds:
-        raise ValueError("seeds must be non-empty (use >= 3 to see the spread)")
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    int_in("steps", steps, 1)
     out = {"task": f"{task.kind}" + (f" (k={task.k})" if task.kind == "k_back" else ""), "seeds": seeds,
            "chance": 1.0 / (task.vocab_size - 5), "curves": {}, "final": {}, "attention": {}, "step": None}
     train_one = partial(_train_one, task=task, d_model=d_model, n_heads=n_heads, config_changes=config_changes,

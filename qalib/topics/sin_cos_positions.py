@@ -19,34 +19,10 @@ import torch
 
 from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
 from qalib.drawing import LiveTickLabels, Update, live, live_title, log_ticks, power_of_two_window
+from qalib.validate import int_in, sinusoid_base, sinusoid_width
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
-
-
-# ---------------------------------------------------------------------------------------------
-# Argument checks
-# ---------------------------------------------------------------------------------------------
-def _int_in(name: str, value, lo: int, hi: int | None = None) -> int:
-    if (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < lo
-            or (hi is not None and value > hi)):
-        allowed = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be an int in {allowed}, got {value!r}")
-    return int(value)
-
-
-def _even_d(d_model) -> int:
-    d = _int_in("d_model", d_model, 2)
-    if d % 2:
-        raise ValueError(f"d_model must be even (one sin and one cos per frequency), got {d}")
-    return d
-
-
-def _base(base) -> float:
-    if (not isinstance(base, (int, float, np.floating)) or isinstance(base, bool) or not math.isfinite(base)
-            or base < 1):
-        raise ValueError(f"base must be a finite number >= 1 (the paper uses 10000), got {base!r}")
-    return float(base)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,13 +30,13 @@ def _base(base) -> float:
 # ---------------------------------------------------------------------------------------------
 def omegas(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """omega_i = base^(-2i/d) (float64). At base 1 every frequency is 1."""
-    d, b = _even_d(d_model), _base(base)
+    d, b = sinusoid_width("d_model", d_model), sinusoid_base("base", base)
     return torch.ones(d // 2, dtype=torch.float64) if b == 1.0 else frequencies(d, b)
 
 
 def pe_table(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """qalib.positions.sinusoidal, extended to base = 1 (every pair is the omega = 1 pair). -> (n, d) float64."""
-    n, d, b = _int_in("n_positions", n_positions, 1), _even_d(d_model), _base(base)
+    n, d, b = int_in("n_positions", n_positions, 1), sinusoid_width("d_model", d_model), sinusoid_base("base", base)
     if b == 1.0:
         return sinusoidal(n, 2, 10000.0).double().repeat(1, d // 2)  # pair 0 has omega = base^0 = 1 at any base
     return sinusoidal(n, d, b).double()
@@ -74,7 +50,7 @@ def counter_vs_sinusoid(n_positions: int = 64, d_model: int = 16, base: float = 
 
     step_change[i] = mean ||pair_i(p+1) - pair_i(p)|| over p, measured from the table; closed form 2 sin(omega_i / 2).
     """
-    n, d = _int_in("n_positions", n_positions, 2, 4096), _even_d(d_model)
+    n, d = int_in("n_positions", n_positions, 2, 4096), sinusoid_width("d_model", d_model)
     n_bits = max(1, math.ceil(math.log2(n)))
     p = torch.arange(n)
     bits = ((p[:, None] >> torch.arange(n_bits)[None, :]) & 1).double()  # (n, n_bits), bit 0 = fastest
@@ -92,10 +68,10 @@ def counter_vs_sinusoid(n_positions: int = 64, d_model: int = 16, base: float = 
 # ---------------------------------------------------------------------------------------------
 def shift_check(k: int, d_model: int = 64, n_positions: int = 256, base: float = 10000.0) -> dict:
     """Apply M_k (qalib.positions.offset_matrix, built without any p) to every PE(p); compare with PE(p + k)."""
-    n, d = _int_in("n_positions", n_positions, 2), _even_d(d_model)
-    k = _int_in("k", k, -(n - 1), n - 1)
+    n, d = int_in("n_positions", n_positions, 2), sinusoid_width("d_model", d_model)
+    k = int_in("k", k, -(n - 1), n - 1)
     pe = pe_table(n, d, base)
-    m = offset_matrix(k, d, _base(base))  # (d, d)
+    m = offset_matrix(k, d, sinusoid_base("base", base))  # (d, d)
     p = torch.arange(max(0, -k), min(n, n - k))  # positions with p + k inside the table
     err = (pe[p] @ m.T - pe[p + k]).abs().amax(dim=1)  # (len(p),)
     orthogonal = (m @ m.T - torch.eye(d, dtype=torch.float64)).abs().max()
@@ -105,8 +81,8 @@ def shift_check(k: int, d_model: int = 64, n_positions: int = 256, base: float =
 def sin_only_fit(k: int, d_model: int = 64, n_positions: int = 256, base: float = 10000.0) -> dict:
     """Best least-squares linear map A with S(p + k) ~ A S(p) over all p, for S = the sin half alone and for the
     full [sin, cos] table. relative_residual = ||S A - S_k|| / ||S_k||; error = per-position max abs error."""
-    n, d = _int_in("n_positions", n_positions, 2), _even_d(d_model)
-    k = _int_in("k", k, -(n - 2), n - 2)
+    n, d = int_in("n_positions", n_positions, 2), sinusoid_width("d_model", d_model)
+    k = int_in("k", k, -(n - 2), n - 2)
     pe = pe_table(n, d, base)
     p = torch.arange(max(0, -k), min(n, n - k))
     out = {"k": k, "positions": p}
@@ -122,7 +98,7 @@ def sin_only_fit(k: int, d_model: int = 64, n_positions: int = 256, base: float 
 # 3. Dot products: only p - q matters; ||PE||^2 = d/2; blind to the sign of the offset
 # ---------------------------------------------------------------------------------------------
 def dot_product_structure(n_positions: int = 128, d_model: int = 64, base: float = 10000.0) -> dict:
-    n, d = _int_in("n_positions", n_positions, 3), _even_d(d_model)
+    n, d = int_in("n_positions", n_positions, 3), sinusoid_width("d_model", d_model)
     pe = pe_table(n, d, base)
     gram = pe @ pe.T  # (n, n)
     offsets = torch.arange(n)
@@ -140,7 +116,7 @@ def dot_product_structure(n_positions: int = 128, d_model: int = 64, base: float
 def learned_projection_asymmetry(n_positions: int = 64, d_model: int = 64, base: float = 10000.0,
                                  seed: int = 0) -> dict:
     """With projections W_q != W_k (random here), PE(p)^T W_q^T W_k PE(q) can tell p + k from p - k."""
-    n, d = _int_in("n_positions", n_positions, 3), _even_d(d_model)
+    n, d = int_in("n_positions", n_positions, 3), sinusoid_width("d_model", d_model)
     g = torch.Generator().manual_seed(seed)
     wq, wk = (torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d) for _ in range(2))
     pe = pe_table(n, d, base)
@@ -153,13 +129,13 @@ def learned_projection_asymmetry(n_positions: int = 64, d_model: int = 64, base:
 # ---------------------------------------------------------------------------------------------
 def wavelengths(d_model: int = 512, base: float = 10000.0, spacing: str = "paper") -> torch.Tensor:
     """2 pi / omega_i, in positions."""
-    return 2 * math.pi / frequencies(_even_d(d_model), _base(base), spacing)
+    return 2 * math.pi / frequencies(sinusoid_width("d_model", d_model), sinusoid_base("base", base), spacing)
 
 
 def distance_profile(d_model: int, base: float, max_offset: int) -> torch.Tensor:
     """||PE(p + k) - PE(p)|| = sqrt(d - 2 sum_i cos(omega_i k)) for k = 0 .. max_offset (independent of p)."""
-    m = _int_in("max_offset", max_offset, 1)
-    d = _even_d(d_model)
+    m = int_in("max_offset", max_offset, 1)
+    d = sinusoid_width("d_model", d_model)
     k = torch.arange(m + 1, dtype=torch.float64)
     return (d - 2 * torch.cos(k[:, None] * omegas(d, base)[None, :]).sum(1)).clamp(min=0).sqrt()
 
@@ -174,11 +150,11 @@ def base_sweep(bases=(1, 20, 100, 10000), d_model: int = 512, lengths=(64, 128, 
     """For each base: nearest-distinct-position distance min_{0 < |p - q| < n} ||PE(p) - PE(q)|| at each length n,
     the offset where it happens, the positions one turn of the slowest pair takes, and the rank correlation
     between distance and offset over the longest length (1: farther always looks farther)."""
-    d = _even_d(d_model)
+    d = sinusoid_width("d_model", d_model)
     if not bases or not lengths:
         raise ValueError("bases and lengths must be non-empty")
-    lengths = [_int_in("lengths", n, 2) for n in lengths]
-    out = {"bases": [_base(b) for b in bases], "lengths": lengths, "d_model": d, "per_base": {}}
+    lengths = [int_in("lengths", n, 2) for n in lengths]
+    out = {"bases": [sinusoid_base("base", b) for b in bases], "lengths": lengths, "d_model": d, "per_base": {}}
     for b in out["bases"]:
         prof = distance_profile(d, b, max(lengths) - 1)
         nearest = [float(prof[1:n].min()) for n in lengths]
@@ -205,7 +181,7 @@ def slowest_turn_measured(n_positions: int, d_model: int, base: float) -> int:
 # 5. Layouts: interleaved (paper) and [sin | cos] (tensor2tensor, fairseq)
 # ---------------------------------------------------------------------------------------------
 def layout_check(n_positions: int = 128, d_model: int = 64, base: float = 10000.0) -> dict:
-    n, d = _int_in("n_positions", n_positions, 1), _even_d(d_model)
+    n, d = int_in("n_positions", n_positions, 1), sinusoid_width("d_model", d_model)
     inter, concat = sinusoidal(n, d, base), sinusoidal_concat(n, d, base)
     perm = interleaved_to_concat(d)
     w = frequencies(d, base, "t2t")
@@ -226,7 +202,7 @@ def position_similarity(table: torch.Tensor, max_offset: int = 128) -> dict:
     if not isinstance(table, torch.Tensor) or table.dim() != 2 or table.shape[0] < 3:
         raise ValueError(f"table must be a (T >= 3, d) tensor, got {getattr(table, 'shape', type(table))}")
     t = table.shape[0]
-    m = _int_in("max_offset", max_offset, 1, t - 2)
+    m = int_in("max_offset", max_offset, 1, t - 2)
     x = table.detach().double()
     norms = x.norm(dim=1)
     unit = x / norms[:, None]
@@ -328,7 +304,7 @@ OFFSET_LINEAR_UP_TO = 16
 
 
 def pe_compute(base: float = 10000.0, d_model: int = 64, length: int = 128) -> dict:
-    n, d, b = _int_in("length", length, 2, PE_DEMO_MAX_LENGTH), _even_d(d_model), _base(base)
+    n, d, b = int_in("length", length, 2, PE_DEMO_MAX_LENGTH), sinusoid_width("d_model", d_model), sinusoid_base("base", base)
     pe = pe_table(n, d, b)
     dot = (pe[0] @ pe.T) / (d / 2)  # PE(0) . PE(k), normalised; same for any starting p
     turn = 2 * math.pi / float(omegas(d, b).min())
@@ -413,9 +389,9 @@ def _rotation_errors(k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def rotation_compute(k: int = 5, pair: int = 2, position: int = 20) -> dict:
     n, d = ROTATION_N, ROTATION_D
-    k = _int_in("k", k, -(n - 2), n - 2)
-    pair = _int_in("pair", pair, 0, d // 2 - 1)
-    p = _int_in("position", position, 0, n - 1)
+    k = int_in("k", k, -(n - 2), n - 2)
+    pair = int_in("pair", pair, 0, d // 2 - 1)
+    p = int_in("position", position, 0, n - 1)
     if not 0 <= p + k < n:
         raise ValueError(f"position + k must lie in [0, {n - 1}] (the table has {n} rows), got {p} + {k} = {p + k}")
     pe = _rotation_table()

@@ -19,6 +19,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
+from qalib.validate import int_in, seed_list
 
 VARIANTS = ("learned", "sinusoidal", "none")
 
@@ -90,10 +91,8 @@ def run_position_experiment(variants=VARIANTS, seeds=(0, 1, 2), steps: int = 200
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants:
         raise ValueError(f"variants must be a non-empty subset of {VARIANTS}, got {variants!r}")
-    if not seeds:
-        raise ValueError("seeds must list at least one seed")
-    if not isinstance(long_len, int) or long_len <= train_len:
-        raise ValueError(f"long_len must be an int > train_len={train_len}, got {long_len!r}")
+    seeds = seed_list("seeds", seeds)
+    int_in("long_len", long_len, train_len + 1)  # longer than trained on: the length the variants extrapolate to
     task = ProbeTask("previous", vocab_size=vocab_size, seq_len=train_len)
     tcfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=20, log_every=max(1, steps // 20),
                        device=None if device is None else str(device))

@@ -115,7 +115,7 @@ def test_component_variance():
     (lambda: es.recovery(8, "t2t", 1.0, n_samples=0), "n_samples"),
     (lambda: es.recovery(8, "t2t", 1.0, n_positions=1), "n_positions"),
     (lambda: es.norm_table([], "t2t"), "d_models"),
-    (lambda: es.predicted_token_accuracy(-1.0, 8, 10), "factor"),
+    (lambda: es.predicted_token_accuracy(-1.0, 8, 10), "ratio must be a finite number > 0"),
     (lambda: es.tied_logits(8, "t2t", n_samples=0), "n_samples"),
     (lambda: ex.variant_config("post-ln"), "variant"),
     (lambda: ex.run_experiment(steps=1), "steps"),

@@ -125,3 +125,12 @@ def test_scale_ablation_runs_and_validates():
         ex.scale_ablation(steps=5)
 
 
+
+
+def test_attention_demo_rounds_its_log_slider_to_an_int_d_k():
+    """The demo rounds the FloatLogSlider's float once (qalib.validate.slider_int); attention_stats takes ints only."""
+    demo = sa.attention_demo()
+    demo.controls["d_k"].value = 2.0 ** 5.99999  # a log slider's float arithmetic near 64
+    assert demo.error is None and demo.result["d_k"] == 64
+    with pytest.raises(ValueError, match=r"d_k must be an int in \[1, 4096\], got 63\.9"):
+        sa.attention_stats(2.0 ** 5.99999)
