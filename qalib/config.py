@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Union, get_args
 
+from qalib.validate import sinusoid_base
+
 Scaling = Literal["inv_sqrt_dk", "none", "inv_dk"]
 AttnScale = Union[Scaling, float]
 Positions = Literal["learned", "sinusoidal", "none", "shaw", "relative_key_query", "rotary", "alibi"]
@@ -86,8 +88,7 @@ class MiniBertConfig:
             raise ValueError(f"MiniBertConfig.pos='rotary' needs an even head size, got d_model/n_heads = {self.d_head}")
         if not isinstance(self.rel_clip, int) or isinstance(self.rel_clip, bool) or self.rel_clip < 0:
             raise ValueError(f"MiniBertConfig.rel_clip must be an int >= 0, got {self.rel_clip!r}")
-        if not (isinstance(self.pos_base, (int, float)) and math.isfinite(self.pos_base) and self.pos_base > 1):
-            raise ValueError(f"MiniBertConfig.pos_base must be a finite number > 1, got {self.pos_base!r}")
+        sinusoid_base("MiniBertConfig.pos_base", self.pos_base)
         if self.mask_self and self.causal:
             raise ValueError("MiniBertConfig.mask_self and causal cannot both be set: the first token would have nothing to attend to")
         for name in ("init_std", "layer_norm_eps"):

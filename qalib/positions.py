@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from qalib.validate import sinusoid_base
+
 if TYPE_CHECKING:
     from qalib.config import MiniBertConfig
 
@@ -54,7 +56,7 @@ def frequencies(d_model: int, base: float = 10000.0, spacing: str = "paper") -> 
         reaches exactly 1/base.
     """
     _check_d_model(d_model)
-    _check_base(base)
+    sinusoid_base("base", base)  # base 1 too: every frequency is then 1
     half = d_model // 2
     i = torch.arange(half, dtype=torch.float64)
     if spacing == "paper":
@@ -103,11 +105,6 @@ def offset_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
 def _check_d_model(d_model: int) -> None:
     if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 2 or d_model % 2:
         raise ValueError(f"d_model must be an even int >= 2 (one sin and one cos per frequency), got {d_model!r}")
-
-
-def _check_base(base: float) -> None:
-    if not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
-        raise ValueError(f"base must be a finite number > 1 (the paper uses 10000), got {base!r}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -202,7 +202,7 @@ def test_sinusoidal_runs_longer_than_max_len_and_learned_explains_why_not():
         ({"vocab_size": 3}, "vocab_size"),
         ({"mask_self": True, "causal": True}, "mask_self"),
         ({"rel_clip": -1}, "rel_clip"),
-        ({"pos_base": 1.0}, "pos_base"),
+        ({"pos_base": 0.5}, r"MiniBertConfig.pos_base must be a finite number >= 1, got 0.5"),
         ({"norm_placement": "middle"}, "norm_placement"),
     ],
 )

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from qalib import data
+from qalib import data, positions
 from qalib import validate as V
+from qalib.config import MiniBertConfig
 from qalib.model import MiniBert
 from qalib.topics import (
     block_parts, block_parts_experiment, embedding_scale_experiment, embedding_sum, embedding_sum_experiment, multi_head,
     multi_head_experiment, normalization_experiment, pretraining, pretraining_experiment, random_walk,
     random_walk_experiment, relative_positions, relative_positions_experiment, scaled_attention,
-    scaled_attention_experiment, shared_qk, shared_qk_experiment, sin_cos_positions_experiment)
+    scaled_attention_experiment, shared_qk, shared_qk_experiment, sin_cos_positions, sin_cos_positions_experiment)
 
 
 # -- int_in --------------------------------------------------------------------------------------------------
@@ -190,3 +191,31 @@ ACCEPTED = [  # numpy scalars (what a numpy sweep hands over) that the private c
 @pytest.mark.parametrize("i", range(len(ACCEPTED)))
 def test_former_private_checks_accept_numpy_scalars(i):
     ACCEPTED[i]()
+
+
+BASE_USERS = {  # every function that takes the sinusoid's base
+    "positions.frequencies": lambda b: positions.frequencies(8, b),
+    "positions.sinusoidal": lambda b: positions.sinusoidal(4, 8, b),
+    "positions.offset_matrix": lambda b: positions.offset_matrix(1, 8, b),
+    "positions.Rotary": lambda b: positions.Rotary(8, b),
+    "MiniBertConfig.pos_base": lambda b: MiniBertConfig(pos="rotary", pos_base=b),
+    "sin_cos_positions.pe_table": lambda b: sin_cos_positions.pe_table(4, 8, b),
+    "sin_cos_positions.wavelengths": lambda b: sin_cos_positions.wavelengths(8, b),
+    "sin_cos_positions.base_sweep": lambda b: sin_cos_positions.base_sweep((b,), d_model=8, lengths=(8,)),
+    "relative_positions.rotary_profile": lambda b: relative_positions.rotary_profile(8, b, t=8),
+    "shared_qk.directed_scores": lambda b: shared_qk.directed_scores(n=8, d=8, base=b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BASE_USERS))
+def test_every_sinusoid_base_has_one_rule(name):
+    """Base 1 (every frequency 1, notebook 02's degenerate table) is allowed everywhere; below 1 nowhere."""
+    BASE_USERS[name](1.0)
+    with pytest.raises(ValueError, match=r"base must be a finite number >= 1, got 0\.5"):
+        BASE_USERS[name](0.5)
+
+
+def test_base_one_gives_the_omega_one_pair():
+    assert torch.equal(positions.frequencies(8, 1.0), torch.ones(4, dtype=torch.float64))
+    assert torch.equal(positions.frequencies(8, 1.0, spacing="t2t"), torch.ones(4, dtype=torch.float64))
+    assert torch.equal(positions.sinusoidal(5, 8, 1.0), positions.sinusoidal(5, 2).repeat(1, 4))

@@ -20,7 +20,7 @@ import torch
 
 from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
 from qalib.drawing import Change, Update, live, live_title, most, set_limits
-from qalib.validate import int_in, sinusoid_width
+from qalib.validate import int_in, sinusoid_base, sinusoid_width
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -182,8 +182,7 @@ def rotary_profile(d_head: int = 32, base: float = 10000.0, start: int = 0, t: i
     the two curves coincide (only the offset matters). Also the bound of Su et al. sec. 3.4.3: the mean
     |sum of partial sums of e^{i(n-m)theta}| that decays with distance, for q = k = all ones."""
     sinusoid_width("d_head", d_head)  # rotary turns pairs of dimensions
-    if not (isinstance(base, (int, float)) and math.isfinite(base) and base > 1):
-        raise ValueError(f"base must be a finite number > 1, got {base!r}")
+    sinusoid_base("base", base)
     int_in("start", start, 0, 4096)
     int_in("t", t, 2, 1024)
     g = torch.Generator().manual_seed(seed)

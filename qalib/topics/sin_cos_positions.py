@@ -2,8 +2,8 @@
 
 Compute functions take sizes (or a table) and return dicts of tensors and numbers; plot functions draw
 such a dict on a figure; `pe_demo` and `rotation_demo` are the notebook's widgets. The sinusoid itself
-lives in qalib.positions (Vaswani et al. 2017, sec. 3.5); nothing here re-derives it, except base = 1,
-which positions.frequencies rejects and which is the first (sin p, cos p) pair repeated.
+lives in qalib.positions (Vaswani et al. 2017, sec. 3.5); nothing here re-derives it. Its base follows
+qalib.validate.sinusoid_base: base 1 is allowed, the first (sin p, cos p) pair repeated.
 The experiment (learned vs sinusoidal vs none) is in sin_cos_positions_experiment.py.
 """
 
@@ -31,14 +31,12 @@ if TYPE_CHECKING:  # only the demo factories need the widget shell; they import 
 def omegas(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """omega_i = base^(-2i/d) (float64). At base 1 every frequency is 1."""
     d, b = sinusoid_width("d_model", d_model), sinusoid_base("base", base)
-    return torch.ones(d // 2, dtype=torch.float64) if b == 1.0 else frequencies(d, b)
+    return frequencies(d, b)
 
 
 def pe_table(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """qalib.positions.sinusoidal, extended to base = 1 (every pair is the omega = 1 pair). -> (n, d) float64."""
+    """qalib.positions.sinusoidal in float64. -> (n, d); at base 1 every pair is the omega = 1 pair."""
     n, d, b = int_in("n_positions", n_positions, 1), sinusoid_width("d_model", d_model), sinusoid_base("base", base)
-    if b == 1.0:
-        return sinusoidal(n, 2, 10000.0).double().repeat(1, d // 2)  # pair 0 has omega = base^0 = 1 at any base
     return sinusoidal(n, d, b).double()
 
 

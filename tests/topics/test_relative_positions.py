@@ -85,8 +85,10 @@ def test_rotary_profile_and_slopes():
         rp.slopes_and_buckets(8, 31, 128)
     with pytest.raises(ValueError, match="max_distance"):
         rp.slopes_and_buckets(8, 32, 4)
-    with pytest.raises(ValueError, match="base"):
-        rp.rotary_profile(base=1.0)
+    with pytest.raises(ValueError, match=r"base must be a finite number >= 1, got 0\.5"):
+        rp.rotary_profile(base=0.5)
+    flat = rp.rotary_profile(base=1.0)  # every pair turns at one speed: the all-ones score is cos(offset)
+    assert flat["max_gap"] < 1e-5 and abs(flat["ones"][6] - math.cos(6)) < 1e-5
 
 
 def test_position_parameters_and_costs():
