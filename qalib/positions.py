@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from qalib.validate import sinusoid_base
+from qalib.validate import int_in, sinusoid_base, sinusoid_width
 
 if TYPE_CHECKING:
     from qalib.config import MiniBertConfig
@@ -55,7 +55,7 @@ def frequencies(d_model: int, base: float = 10000.0, spacing: str = "paper") -> 
     spacing="t2t": omega_i = base^(-i/(d/2 - 1))  (tensor2tensor get_timing_signal_1d, fairseq), which
         reaches exactly 1/base.
     """
-    _check_d_model(d_model)
+    d_model = sinusoid_width("d_model", d_model)
     sinusoid_base("base", base)  # base 1 too: every frequency is then 1
     half = d_model // 2
     i = torch.arange(half, dtype=torch.float64)
@@ -70,8 +70,7 @@ def frequencies(d_model: int, base: float = 10000.0, spacing: str = "paper") -> 
 
 def sinusoidal(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """The paper's table, interleaved: PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i). -> (n_positions, d_model), float32."""
-    if not isinstance(n_positions, int) or isinstance(n_positions, bool) or n_positions < 1:
-        raise ValueError(f"n_positions must be an int >= 1, got {n_positions!r}")
+    n_positions = int_in("n_positions", n_positions, 1)
     angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * frequencies(d_model, base)[None, :]  # (n, d/2)
     pe = torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1)  # (n, d/2, 2)
     return pe.reshape(n_positions, d_model).float()  # (n, d): sin, cos, sin, cos, ...
@@ -84,7 +83,7 @@ def sinusoidal_concat(n_positions: int, d_model: int, base: float = 10000.0) -> 
 
 def interleaved_to_concat(d_model: int) -> torch.Tensor:
     """Index permutation taking the interleaved layout to [all sins | all coses]."""
-    _check_d_model(d_model)
+    d_model = sinusoid_width("d_model", d_model)
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
@@ -100,11 +99,6 @@ def offset_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     m[even, even], m[even, even + 1] = c, s
     m[even + 1, even], m[even + 1, even + 1] = -s, c
     return m
-
-
-def _check_d_model(d_model: int) -> None:
-    if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be an even int >= 2 (one sin and one cos per frequency), got {d_model!r}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -185,6 +185,7 @@ ACCEPTED = [  # numpy scalars (what a numpy sweep hands over) that the private c
     lambda: shared_qk.directed_scores(sharpness=np.float32(2.0)),
     lambda: relative_positions.rotary_profile(d_head=np.int64(8)),
     lambda: relative_positions.bias_matrix("rotary", d_head=np.int64(8)),
+    lambda: positions.sinusoidal_concat(np.int64(4), np.int64(8)),
 ]
 
 
