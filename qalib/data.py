@@ -19,7 +19,7 @@ from typing import Literal
 
 import torch
 
-from qalib.validate import int_in, probability
+from qalib.validate import choice, int_in, probability
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 N_SPECIAL = 5
@@ -170,8 +170,7 @@ class ProbeTask:
     k: int = 1
 
     def __post_init__(self):
-        if self.kind not in ("previous", "k_back", "reverse"):
-            raise ValueError(f"ProbeTask.kind must be 'previous', 'k_back' or 'reverse', got {self.kind!r}")
+        choice("ProbeTask.kind", self.kind, ("previous", "k_back", "reverse"))
         int_in("ProbeTask.vocab_size", self.vocab_size, N_SPECIAL + 2)
         int_in("ProbeTask.seq_len", self.seq_len, 2)
         int_in("ProbeTask.k", self.k, 1)

@@ -42,6 +42,21 @@ def probability(name: str, value) -> float:
     return _number(name, value, "a probability", 0, 1, False)
 
 
+def choice(name: str, value, options):
+    """value, one of options (any collection of the allowed values: a tuple, or a dict's keys)."""
+    if value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+    return value
+
+
+def choices(name: str, values, options) -> list:
+    """values as a list, non-empty and each one of options."""
+    values = list(values)
+    if not values or any(v not in options for v in values):
+        raise ValueError(f"{name} must be a non-empty list drawn from {list(options)}, got {values!r}")
+    return values
+
+
 def sinusoid_base(name: str, value) -> float:
     """The sinusoid's base (positions, rotary, the notebooks' sweeps): a finite number >= 1. The paper uses
     10000; base 1 is allowed on purpose, every frequency is then 1 (the degenerate table notebook 02 shows)."""

@@ -76,6 +76,18 @@ def test_positive_and_probability():
             V.probability("p", bad)
 
 
+# -- choice, choices ---------------------------------------------------------------------------------------
+def test_choice_and_choices():
+    assert V.choice("init", "b", ("a", "b")) == "b" and V.choice("init", "b", {"a": 1, "b": 2}) == "b"
+    with pytest.raises(ValueError, match=re.escape("init must be one of ['a', 'b'], got 'c'")):
+        V.choice("init", "c", {"a": 1, "b": 2})
+    assert V.choices("variants", ("b", "a"), ("a", "b")) == ["b", "a"]
+    for bad in ((), ("a", "c")):
+        with pytest.raises(ValueError, match=re.escape(f"variants must be a non-empty list drawn from ['a', 'b'], "
+                                                       f"got {list(bad)!r}")):
+            V.choices("variants", bad, ("a", "b"))
+
+
 # -- the shared quantities ------------------------------------------------------------------------------------
 def test_sinusoid_base_allows_one_and_rejects_below():
     assert V.sinusoid_base("base", 1) == 1.0 and V.sinusoid_base("base", np.float32(10000.0)) == 10000.0
@@ -220,3 +232,25 @@ def test_base_one_gives_the_omega_one_pair():
     assert torch.equal(positions.frequencies(8, 1.0), torch.ones(4, dtype=torch.float64))
     assert torch.equal(positions.frequencies(8, 1.0, spacing="t2t"), torch.ones(4, dtype=torch.float64))
     assert torch.equal(positions.sinusoidal(5, 8, 1.0), positions.sinusoidal(5, 2).repeat(1, 4))
+
+
+VARIANT_LISTS = {  # every function that takes a list of named variants: (the argument's name, the call)
+    "embedding_sum_experiment.run_experiment": ("variants", lambda v: embedding_sum_experiment.run_experiment(v, (0,))),
+    "normalization_experiment.run_norm_experiment": ("norms", lambda v: normalization_experiment.run_norm_experiment(
+        v, (0,))),
+    "pretraining_experiment.run_experiment": ("variants", lambda v: pretraining_experiment.run_experiment((0,), variants=v)),
+    "scaled_attention_experiment.scale_ablation": ("scales", lambda v: scaled_attention_experiment.scale_ablation(v, (0,))),
+    "shared_qk_experiment.run_probe_experiment": ("variants", lambda v: shared_qk_experiment.run_probe_experiment(
+        data.ProbeTask(), v)),
+    "sin_cos_positions_experiment.run_position_experiment": ("variants", lambda v: (
+        sin_cos_positions_experiment.run_position_experiment(v, (0,)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANT_LISTS))
+def test_every_variant_list_has_one_rule(name):
+    """Checked before any training: an empty list (some ran nothing before) and an unknown name."""
+    arg, call = VARIANT_LISTS[name]
+    for bad in ((), ("no such variant",)):
+        with pytest.raises(ValueError, match=re.escape(f"{arg} must be a non-empty list drawn from [")):
+            call(bad)

@@ -30,10 +30,10 @@ from qalib.data import IGNORE, N_SPECIAL, PAD, ProbeTask
 from qalib.model import MiniBert
 from qalib.train import layer_grad_norms
 from qalib.device import one_thread
+from qalib.validate import choice, seed_list
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
 from qalib.drawing import Change, Update, decade_ticks, limits_with_margins, live, seed_band
-from qalib.validate import seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -51,8 +51,7 @@ def block_config(n_layers: int = 2, residual: bool = True, norm: str = "layer", 
 
 # -- 1. residual connections: gradients at initialisation ---------------------------------------
 def _check_wiring(n_layers: int, norm: str, hi: int = 48) -> int:
-    if norm not in ("layer", "none"):
-        raise ValueError(f"norm must be 'layer' or 'none', got {norm!r}")
+    choice("norm", norm, ("layer", "none"))
     return _int_in("n_layers", n_layers, 1, hi)
 
 
@@ -224,8 +223,7 @@ def leak_map(mask: str = "causal", position: int = 5, n_pad: int = 0, seq_len: i
     mask: 'none' (bidirectional, pads attended), 'causal' (GPT-style), 'padding' (attention_mask hides the last
     n_pad tokens, as BERT does), or both. diff: (n_layers + 1, T), row 0 = embeddings output.
     """
-    if mask not in MASKS:
-        raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
+    choice("mask", mask, MASKS)
     _int_in("seq_len", seq_len, 2, 32)
     _int_in("position", position, 0, seq_len - 1)
     _int_in("n_pad", n_pad, 0, seq_len - 1)  # at least one real token

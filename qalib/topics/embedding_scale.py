@@ -21,7 +21,7 @@ import torch
 
 from qalib.positions import sinusoidal
 from qalib.drawing import Change, Update, live, nice_ceiling, set_limits
-from qalib.validate import int_in, positive, sinusoid_width
+from qalib.validate import choice, int_in, positive, sinusoid_width
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -38,20 +38,11 @@ DEMO_D = (16, 64, 256, 512, 1024)  # the demos' slider: fewer stops, each one a 
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument checks
-# ---------------------------------------------------------------------------------------------
-def _check_init(init: str) -> str:
-    if init not in INITS:
-        raise ValueError(f"init must be one of {sorted(INITS)}, got {init!r}")
-    return init
-
-
-# ---------------------------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------------------------
 def init_std(init: str, vocab_size: int, d_model: int) -> float:
     """Standard deviation of one entry of a (vocab, d) table under each scheme (Xavier uniform: bound/sqrt(3))."""
-    _check_init(init)
+    choice("init", init, INITS)
     int_in("vocab_size", vocab_size, 2)
     d = sinusoid_width("d_model", d_model)
     return {"t2t": d ** -0.5, "xavier": math.sqrt(2.0 / (vocab_size + d)), "bert": 0.02, "torch": 1.0}[init]

@@ -22,15 +22,14 @@ from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.positions import sinusoidal
 from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choice, int_in, seed_list
 
 VARIANTS = ("sqrt_d", "none", "bert")
 LABELS = {"sqrt_d": r"original, $\times\sqrt{d}$", "none": "original, no factor", "bert": "BERT-style"}
 
 
 def variant_config(variant: str, d_model: int = 64, vocab_size: int = 128, n_layers: int = 1) -> MiniBertConfig:
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    choice("variant", variant, VARIANTS)
     base = MiniBertConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=4, d_ff=4 * d_model,
                           max_len=64)
     if variant == "bert":

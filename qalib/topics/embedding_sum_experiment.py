@@ -25,7 +25,7 @@ from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.probes import fit_probe
 from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choices, int_in, seed_list
 
 
 
@@ -241,9 +241,7 @@ def run_experiment(variants=tuple(VARIANTS), seeds=(0, 1, 2), steps: int = 120, 
                    batch_size: int = 32, lr: float = 1e-2, total_len: int = 12, eval_batches: int = 4,
                    device=None) -> dict:
     """Train each variant from each seed; return training curves, held-out accuracy and parameter counts."""
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise ValueError(f"variants must be among {list(VARIANTS)}, got {unknown}")
+    variants = choices("variants", variants, VARIANTS)
     seeds = seed_list("seeds", seeds)
     out = {"variants": list(variants), "seeds": list(seeds), "steps": steps, "curves": {}, "accuracy": {},
            "params": {}, "seconds": 0.0}

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
+from qalib.validate import choice
 from qalib.validate import float_in as _float_in
 from qalib.validate import int_in as _int_in
 from qalib.drawing import Change, Update, fixed_or_nice, live, most, set_limits
@@ -56,8 +57,7 @@ def stat_groups(shape: tuple[int, ...], dims: tuple[int, ...]) -> torch.Tensor:
 
 def axes_summary(layout: str, shape: tuple[int, ...]) -> dict:
     """For 'text' or 'image': number of statistics and elements per statistic, for LayerNorm and BatchNorm."""
-    if layout not in AXES:
-        raise ValueError(f"layout must be one of {sorted(AXES)}, got {layout!r}")
+    choice("layout", layout, AXES)
     if len(shape) != (3 if layout == "text" else 4):
         raise ValueError(f"shape must have {3 if layout == 'text' else 4} dims for layout={layout!r}, got {shape}")
     out = {}

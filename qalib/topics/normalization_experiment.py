@@ -25,7 +25,7 @@ from qalib.model import MiniBert
 from qalib.norms import TokenBatchNorm
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choices, int_in, seed_list
 
 NORM_LABELS = {"layer": "LayerNorm", "batch": "BatchNorm (pads included)", "batch_masked": "BatchNorm (pads masked)",
                "rms": "RMSNorm", "none": "no norm"}
@@ -151,9 +151,7 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
     cfg, tcfg, task = experiment_setup(scale)
     if steps is not None:
         tcfg = tcfg.replace(steps=steps)
-    unknown = set(norms) - set(NORM_LABELS)
-    if unknown:
-        raise ValueError(f"norms must be among {sorted(NORM_LABELS)}, got {sorted(unknown)}")
+    norms = choices("norms", norms, NORM_LABELS)
     seeds = seed_list("seeds", seeds)
     exp = NormExperiment(list(norms), seeds, [], {}, {})
     # the runs go side by side on the CPU cores, one thread each

@@ -26,7 +26,7 @@ from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.probes import fit_probe, probe_accuracy
 from qalib.train import TrainConfig, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choices, int_in, seed_list
 
 VARIANTS = {"100/0/0": (1.0, 0.0), "80/10/10": (0.8, 0.1)}  # (mask_frac, random_frac); keep = the rest
 
@@ -99,9 +99,7 @@ def probe_unmasked(model: MiniBert, language: SyntheticLanguage, seq_len: int = 
 def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_layers: int = 1, batch_size: int = 32,
                    seq_len: int = 12, lr: float = 1e-2, variants=tuple(VARIANTS), n_probe: int = 512, device=None) -> dict:
     """Pre-train one mini-BERT per (variant, seed) on the same data stream, then probe_unmasked each."""
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown or not variants:
-        raise ValueError(f"variants must be a non-empty subset of {list(VARIANTS)}, got {list(variants)}")
+    variants = choices("variants", variants, VARIANTS)
     seeds = seed_list("seeds", seeds)
     int_in("steps", steps, 1)
     lang = experiment_language()

@@ -20,7 +20,7 @@ import torch
 
 from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
 from qalib.drawing import Change, Update, live, live_title, most, set_limits
-from qalib.validate import int_in, sinusoid_base, sinusoid_width
+from qalib.validate import choice, int_in, sinusoid_base, sinusoid_width
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -66,8 +66,7 @@ def bias_matrix(method: str = "shaw", t: int = 24, clip: int = 4, d_head: int = 
     is the change it makes: scores with rotation minus scores without.
     Returns offsets (T, T), content scores, bias, their sum, the softmax probabilities and the middle row.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    choice("method", method, METHODS)
     int_in("t", t, 2, 512)
     int_in("clip", clip, 0, 512)
     int_in("n_heads", n_heads, 1, 64)

@@ -23,7 +23,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choice, int_in, seed_list
 
 POSITIONS = ("learned", "sinusoidal", "shaw", "relative_key_query", "rotary", "alibi")
 
@@ -62,8 +62,7 @@ def _name(device) -> str | None:
 
 
 def train_probe(pos: str, clip: int, seed: int, setup: ProbeSetup = ProbeSetup(), device=None) -> MiniBert:
-    if pos not in POSITIONS:
-        raise ValueError(f"pos must be one of {POSITIONS}, got {pos!r}")
+    choice("pos", pos, POSITIONS)
     torch.manual_seed(seed)
     model = MiniBert(setup.config(pos, clip))
     train(model, setup.task(), TrainConfig(steps=setup.steps, batch_size=setup.batch_size, lr=setup.lr, warmup=10,

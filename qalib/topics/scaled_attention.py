@@ -15,7 +15,7 @@ import torch
 from qalib.attention import attention, entropy, softmax_jacobian
 from qalib.config import SCALINGS
 from qalib.drawing import Change, Update, live
-from qalib.validate import float_in, int_in, slider_int
+from qalib.validate import choice, float_in, int_in, slider_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -25,8 +25,7 @@ INITS = ("xavier_head", "xavier_full", "bert_0.02")
 
 def scale_factor(scaling: str, d_k: int) -> float:
     """The number q.k is multiplied by: 1/sqrt(d_k) (the paper), 1 (none) or 1/d_k."""
-    if scaling not in SCALINGS:
-        raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
+    choice("scaling", scaling, SCALINGS)
     int_in("d_k", d_k, 1, 1 << 20)
     return {"inv_sqrt_dk": d_k ** -0.5, "none": 1.0, "inv_dk": 1.0 / d_k}[scaling]
 
@@ -58,8 +57,7 @@ def projected_score_variance(x: torch.Tensor, d_k: int = 32, init: str = "xavier
     """
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] < 2:
         raise ValueError(f"x must be a (N >= 2, d_in) tensor, got {getattr(x, 'shape', type(x))}")
-    if init not in INITS:
-        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    choice("init", init, INITS)
     d_k = int_in("d_k", d_k, 1, 4096)
     d_in = x.shape[1]
     std = {"xavier_head": math.sqrt(2 / (d_in + d_k)), "xavier_full": math.sqrt(1 / d_in), "bert_0.02": 0.02}[init]

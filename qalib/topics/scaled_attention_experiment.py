@@ -24,7 +24,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choices, int_in, seed_list
 
 SCALES = ("inv_sqrt_dk", "none", "inv_dk")
 
@@ -102,9 +102,7 @@ def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: in
                    batch_size: int = 32, lr: float = 3e-3, n_keys: int = 4, n_values: int = 4, device=None) -> dict:
     """Every scale x every seed. Arrays are (n_seeds, n_logged). final_* are the mean of the last 3 logs per seed."""
     seeds = seed_list("seeds", seeds)
-    for s in scales:
-        if s not in SCALES:
-            raise ValueError(f"scales must be drawn from {SCALES}, got {s!r}")
+    scales = choices("scales", scales, SCALES)
     int_in("steps", steps, 20)
     task = RecallTask(n_keys, n_values)
     out = {"scales": list(scales), "seeds": list(seeds), "d_k": d_model // n_heads, "runs": {},

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from qalib.positions import offset_matrix, sinusoidal
 from qalib.pretrained import minilm
 from qalib.drawing import Change, Update, fixed_or_nice, live, set_limits
-from qalib.validate import int_in, positive, seed_list
+from qalib.validate import choice, int_in, positive, seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -52,8 +52,7 @@ def pretrained_embeddings(text: str = SENTENCE) -> torch.Tensor:
 def make_inputs(kind: str, n: int, d: int, seed: int = 0) -> torch.Tensor:
     """(n, d) token vectors: iid N(0, 1); LayerNorm of N(0, 1) rows with very different norms (every row then
     has norm sqrt(d)); or the checkpoint's embeddings of SENTENCE (d is then 384, its first n word pieces)."""
-    if kind not in INPUT_KINDS:
-        raise ValueError(f"kind must be one of {INPUT_KINDS}, got {kind!r}")
+    choice("kind", kind, INPUT_KINDS)
     n = int_in("n", n, 2, 4096)
     d = int_in("d", d, 1, 4096)
     if kind == "pretrained":
@@ -187,8 +186,7 @@ def offset_form(k: int, d: int, form: str, base: float = 100.0) -> torch.Tensor:
     symmetric part: (A + A^T) / 2, the best any symmetric form can do in the least-squares sense.
     shared (PSD): the symmetric part with negative eigenvalues clipped: what W W^T can realise.
     """
-    if form not in FORMS:
-        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    choice("form", form, FORMS)
     m = offset_matrix(k, d, base)
     if form == "separate":
         return m

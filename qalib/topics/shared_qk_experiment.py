@@ -20,7 +20,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choices, int_in, seed_list
 
 VARIANTS = {
     "separate": {},
@@ -63,9 +63,7 @@ def run_probe_experiment(task: ProbeTask, variants=tuple(VARIANTS), seeds=range(
     the layer-0 attention masses of each trained model (arrays over seeds). `config_changes` go to every
     variant's MiniBertConfig (e.g. pos="rotary")."""
     seeds = seed_list("seeds", seeds)
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise ValueError(f"variants must be among {list(VARIANTS)}, got {unknown}")
+    variants = choices("variants", variants, VARIANTS)
     int_in("steps", steps, 1)
     out = {"task": f"{task.kind}" + (f" (k={task.k})" if task.kind == "k_back" else ""), "seeds": seeds,
            "chance": 1.0 / (task.vocab_size - 5), "curves": {}, "final": {}, "attention": {}, "step": None}

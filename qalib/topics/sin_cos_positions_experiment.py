@@ -19,7 +19,7 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_grid
 from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import int_in, seed_list
+from qalib.validate import choices, int_in, seed_list
 
 VARIANTS = ("learned", "sinusoidal", "none")
 
@@ -88,9 +88,7 @@ def run_position_experiment(variants=VARIANTS, seeds=(0, 1, 2), steps: int = 200
                             lr: float = 5e-3, device=None) -> PositionExperiment:
     """Train each variant once per seed; evaluate at train_len (held-out batches) and per position at long_len.
     Defaults: ~1800 steps of a 1-layer d=32 model in all, about 10-15 s on 2 CPU cores."""
-    bad = [v for v in variants if v not in VARIANTS]
-    if bad or not variants:
-        raise ValueError(f"variants must be a non-empty subset of {VARIANTS}, got {variants!r}")
+    variants = choices("variants", variants, VARIANTS)
     seeds = seed_list("seeds", seeds)
     int_in("long_len", long_len, train_len + 1)  # longer than trained on: the length the variants extrapolate to
     task = ProbeTask("previous", vocab_size=vocab_size, seq_len=train_len)
