@@ -30,9 +30,7 @@ from qalib.data import IGNORE, N_SPECIAL, PAD, ProbeTask
 from qalib.model import MiniBert
 from qalib.train import layer_grad_norms
 from qalib.device import one_thread
-from qalib.validate import choice, seed_list
-from qalib.validate import float_in as _float_in
-from qalib.validate import int_in as _int_in
+from qalib.validate import choice, float_in, int_in, seed_list
 from qalib.drawing import Change, Update, decade_ticks, limits_with_margins, live, seed_band
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -44,7 +42,7 @@ MASKS = ("none", "causal", "padding", "causal + padding")
 def block_config(n_layers: int = 2, residual: bool = True, norm: str = "layer", causal: bool = False,
                  d_model: int = 32, init_std: float = 0.02) -> MiniBertConfig:
     """The small mini-BERT of this notebook: vocabulary 32, d=32, 4 heads, d_ff=64, post-norm like BERT."""
-    _int_in("n_layers", n_layers, 1, 48)
+    int_in("n_layers", n_layers, 1, 48)
     return MiniBertConfig(vocab_size=32, d_model=d_model, n_layers=n_layers, n_heads=4, d_ff=2 * d_model, max_len=32,
                           residual=residual, norm=norm, causal=causal, init_std=init_std)
 
@@ -52,7 +50,7 @@ def block_config(n_layers: int = 2, residual: bool = True, norm: str = "layer", 
 # -- 1. residual connections: gradients at initialisation ---------------------------------------
 def _check_wiring(n_layers: int, norm: str, hi: int = 48) -> int:
     choice("norm", norm, ("layer", "none"))
-    return _int_in("n_layers", n_layers, 1, hi)
+    return int_in("n_layers", n_layers, 1, hi)
 
 
 def _probe_loss(model: MiniBert, batch, n_layers: int) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -81,12 +79,12 @@ def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer"
     """
     n_layers = _check_wiring(n_layers, norm)
     seeds = seed_list("seeds", seeds)
-    task = ProbeTask("previous", vocab_size=32, seq_len=_int_in("seq_len", seq_len, 2, 30))
+    task = ProbeTask("previous", vocab_size=32, seq_len=int_in("seq_len", seq_len, 2, 30))
     param, act, share = [], [], []
     for seed in seeds:
         torch.manual_seed(seed)
         model = MiniBert(block_config(n_layers, residual, norm))
-        batch = task.batch(_int_in("batch_size", batch_size, 1, 512), torch.Generator().manual_seed(seed))
+        batch = task.batch(int_in("batch_size", batch_size, 1, 512), torch.Generator().manual_seed(seed))
         hs, loss = _probe_loss(model, batch, n_layers)
         for h in hs:
             h.retain_grad()
@@ -155,8 +153,8 @@ def superposition(a: float = 0.7, b: float = -1.3, seq_len: int = 8, seed: int =
       attention, one token:      the same with T = 1 (the only key gets probability 1)
       FFN:                       W_2 GELU(W_1 x)
     """
-    _float_in("a", a, -10, 10), _float_in("b", b, -10, 10)
-    _int_in("seq_len", seq_len, 2, 256)
+    float_in("a", a, -10, 10), float_in("b", b, -10, 10)
+    int_in("seq_len", seq_len, 2, 256)
     if layer is None:
         torch.manual_seed(seed)
         layer = MiniBert(block_config(1, init_std=32 ** -0.5)).layers[0]
@@ -224,9 +222,9 @@ def leak_map(mask: str = "causal", position: int = 5, n_pad: int = 0, seq_len: i
     n_pad tokens, as BERT does), or both. diff: (n_layers + 1, T), row 0 = embeddings output.
     """
     choice("mask", mask, MASKS)
-    _int_in("seq_len", seq_len, 2, 32)
-    _int_in("position", position, 0, seq_len - 1)
-    _int_in("n_pad", n_pad, 0, seq_len - 1)  # at least one real token
+    int_in("seq_len", seq_len, 2, 32)
+    int_in("position", position, 0, seq_len - 1)
+    int_in("n_pad", n_pad, 0, seq_len - 1)  # at least one real token
     model = _leak_model("causal" in mask)
     ids = torch.randint(N_SPECIAL, 32, (1, seq_len), generator=torch.Generator().manual_seed(seed))
     real = torch.arange(seq_len) < seq_len - n_pad
@@ -303,7 +301,7 @@ class LinformerSelfAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, k_proj: int) -> None:
         super().__init__()
-        _int_in("k_proj", k_proj, 1, 1 << 20), _int_in("max_len", max_len, 1, 1 << 20)
+        int_in("k_proj", k_proj, 1, 1 << 20), int_in("max_len", max_len, 1, 1 << 20)
         if d_model % n_heads:
             raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
         self.n_heads, self.max_len = n_heads, max_len
@@ -354,12 +352,12 @@ def cost_curve(lengths=(256, 512, 1024, 2048), batch: int = 1, heads: int = 2, d
     """Bytes of the scores tensor and wall time (best of `repeats`, one CPU thread) of full attention and of
     Linformer, for each sequence length, with fitted exponents (exact least squares for bytes, Theil-Sen for time).
     k_proj: an int, or a callable T -> k (to test 'k^2 = T')."""
-    lengths = [_int_in("length", t, 2, 8192) for t in lengths]
-    _int_in("repeats", repeats, 1, 20)
+    lengths = [int_in("length", t, 2, 8192) for t in lengths]
+    int_in("repeats", repeats, 1, 20)
     g = torch.Generator().manual_seed(seed)
     out = {"T": np.array(lengths), "bytes_full": [], "bytes_lin": [], "time_full": [], "time_lin": [], "k": []}
     for t in lengths:
-        kp = int(k_proj(t)) if callable(k_proj) else _int_in("k_proj", k_proj, 1, 8192)
+        kp = int(k_proj(t)) if callable(k_proj) else int_in("k_proj", k_proj, 1, 8192)
         q, k, v = (torch.randn(batch, heads, t, d_head, generator=g) for _ in range(3))
         E, F_ = (torch.randn(kp, t, generator=g) / math.sqrt(kp) for _ in range(2))
         full, lin = attention(q, k, v), linformer_attention(q, k, v, E, F_)
@@ -405,7 +403,7 @@ def _one_timing(T: int, k: int) -> tuple[float, float]:
 def cost_view(T: int = 512, k: int = 64) -> dict:
     """Exact memory curves for BERT-base sizes (12 heads, float32, batch 1) and one short timing at T (1 head,
     measured the first time a setting is shown)."""
-    _int_in("T", T, 16, 4096), _int_in("k", k, 1, 4096)
+    int_in("T", T, 16, 4096), int_in("k", k, 1, 4096)
     grid = np.unique(np.geomspace(16, 4096, 25).astype(int))
     ms_full, ms_lin = _one_timing(int(T), int(k))
     out = {"grid": grid, "mb_full": 12 * grid ** 2 * 4 / 1e6, "mb_lin": 12 * grid * k * 4 / 1e6, "T": T, "k": k,

@@ -20,9 +20,9 @@ from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.device import one_thread
 from qalib.drawing import decade_ticks, seed_band
-from qalib.topics.block_parts import _int_in, block_config
+from qalib.topics.block_parts import block_config
 from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import seed_list
+from qalib.validate import int_in, seed_list
 
 VARIANTS = {"with residual": True, "without residual": False}
 
@@ -38,14 +38,14 @@ class LookupTask:
     seq_len: int = 8
 
     def __post_init__(self):
-        _int_in("vocab_size", self.vocab_size, N_SPECIAL + 2, 10_000)
-        _int_in("seq_len", self.seq_len, 1, 512)
+        int_in("vocab_size", self.vocab_size, N_SPECIAL + 2, 10_000)
+        int_in("seq_len", self.seq_len, 1, 512)
         n = self.vocab_size - N_SPECIAL
         self.perm = torch.randperm(n, generator=torch.Generator().manual_seed(1234))
 
     def batch(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
         n = self.vocab_size - N_SPECIAL
-        x = torch.randint(n, (_int_in("batch_size", batch_size, 1, 1 << 16), self.seq_len), generator=generator)
+        x = torch.randint(n, (int_in("batch_size", batch_size, 1, 1 << 16), self.seq_len), generator=generator)
         ids = torch.cat([torch.full((batch_size, 1), CLS), x + N_SPECIAL], dim=1)  # (B, T + 1)
         labels = torch.cat([torch.full((batch_size, 1), IGNORE), self.perm[x] + N_SPECIAL], dim=1)
         return Batch(ids, torch.zeros_like(ids), torch.ones_like(ids), labels, "token")
@@ -70,7 +70,7 @@ def run_residual_experiment(n_layers: int = 6, seeds=(0, 1, 2), steps: int = 60,
                             lr: float = 1e-2, batch_size: int = 32, seq_len: int = 8,
                             device: str | None = None) -> ResidualResult:
     """Train the post-norm mini-BERT with and without residual connections, same seeds and data streams."""
-    _int_in("n_layers", n_layers, 1, 48), _int_in("steps", steps, 1, 100_000)
+    int_in("n_layers", n_layers, 1, 48), int_in("steps", steps, 1, 100_000)
     seeds = seed_list("seeds", seeds)
     task = LookupTask(seq_len=seq_len)
     runs = [(name, seed) for name in VARIANTS for seed in seeds]  # independent: side by side on the CPU cores

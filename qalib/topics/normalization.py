@@ -20,9 +20,7 @@ import numpy as np
 import torch
 
 from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
-from qalib.validate import choice
-from qalib.validate import float_in as _float_in
-from qalib.validate import int_in as _int_in
+from qalib.validate import choice, float_in, int_in
 from qalib.drawing import Change, Update, fixed_or_nice, live, most, set_limits
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -96,10 +94,10 @@ def padded_batch(batch_size: int, pad_frac: float, outlier: float, d: int = 8, l
     vector, the [PAD] embedding. The batch is padded with extra columns that make up `pad_frac` of T
     (as when a batch is padded to a fixed bucket length). Neighbour 1 is multiplied by `outlier`.
     """
-    _int_in("batch_size", batch_size, 1, 256)
-    _float_in("pad_frac", pad_frac, 0.0, 0.9)
-    _float_in("outlier", outlier, 0.0, 100.0)
-    _int_in("length", length, 2, 512)
+    int_in("batch_size", batch_size, 1, 256)
+    float_in("pad_frac", pad_frac, 0.0, 0.9)
+    float_in("outlier", outlier, 0.0, 100.0)
+    int_in("length", length, 2, 512)
     g = torch.Generator().manual_seed(seed)
     pad_vec = torch.randn(d, generator=g)
     total = length + round(length * pad_frac / (1 - pad_frac))  # extra pad columns: pad_frac of T
@@ -226,8 +224,8 @@ def padding_demo() -> Demo:
 @torch.no_grad()
 def sphere_geometry(d: int = 64, n: int = 256, seed: int = 0) -> dict:
     """LayerNorm and RMSNorm outputs (gamma=1, beta=0) of random tokens with random scales and offsets."""
-    _int_in("d", d, 2, 4096)
-    _int_in("n", n, 1, 100_000)
+    int_in("d", d, 2, 4096)
+    int_in("n", n, 1, 100_000)
     g = torch.Generator().manual_seed(seed)
     scale = torch.exp(2 * torch.randn(n, 1, generator=g))  # token norms spread over orders of magnitude
     shift = 3 * torch.randn(n, 1, generator=g)
@@ -270,9 +268,9 @@ def running_stats_trace(momentum: float = 0.1, train_mode: bool = True, steps: i
     The activations' true mean drifts by `drift` over the stream (weights change during training) and
     each batch has a random share of padding, which pulls its statistics toward the [PAD] vector.
     """
-    _float_in("momentum", momentum, 0.0, 1.0)
-    _int_in("steps", steps, 1, 10_000)
-    _int_in("batch_size", batch_size, 1, 1024)
+    float_in("momentum", momentum, 0.0, 1.0)
+    int_in("steps", steps, 1, 10_000)
+    int_in("batch_size", batch_size, 1, 1024)
     g = torch.Generator().manual_seed(seed)
     d, length = 4, 10
     bn = TokenBatchNorm(d, momentum=momentum)
