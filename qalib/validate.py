@@ -3,7 +3,8 @@
 A bad value raises ValueError in one format, "{name} must be {what} {range}, got {value!r}", for example
 "d_k must be an int in [1, 4096], got 0" or "factor must be a finite number > 0, got nan". An int is a Python
 or numpy integer, never a bool (True is not a size); a number is an int or a float (numpy too), never a bool,
-never NaN or inf. Each check returns the value as a plain int or float.
+never NaN or inf. Each check returns the value as a plain int or float. `choice` and `choices` check named
+options ("init must be one of ['t2t', 'xavier'], got 'kaiming'").
 
 Quantities that several modules take have one rule here: `sinusoid_base`, `sinusoid_width`, `seed_int` and
 `seed_list`. Slider values become ints in one place, `slider_int`, before a demo passes them to a compute
