@@ -1,17 +1,28 @@
-"""qalib: the shared library behind the notebooks.
+"""qalib: the shared library behind the notebooks. One purpose per module; ARCHITECTURE.md says what may import what.
 
-Layout (one purpose per module):
-    device, seeding, style   -- set-up helpers every notebook calls first
-    claims                   -- `check(...)`: a claim in prose, verified by the cell right after it
-    drawing                  -- matplotlib only: what a demo's update redraws (live artists, limits, labels, bars)
-                                and the axes helpers plots share (log ticks, margins, seed bands)
-    widgets                  -- `Demo`: compute function -> plot function -> ipywidgets controls
-    testing                  -- for the tests and the benchmark: finite results, values to sweep a control over
-    attention, positions, norms, model
-                             -- the mini-BERT and its parts, one design choice per typed config field
-    pretrained               -- all-MiniLM-L6-v2 from the PyPI package, no network
-    data, train              -- synthetic tasks with known ground truth; a small training loop
-    topics/                  -- compute + plot + demo functions for each notebook
+Model core (torch, no plotting):
+    config       -- MiniBertConfig: one typed field per design choice, validated in one place
+    validate     -- the argument checks every function uses: one message format, one rule per quantity
+    attention    -- attention(q, k, v, mask) -> out, probs, scores; softmax Jacobian, entropy
+    positions    -- the sinusoid, and every position scheme through one registry (absolute and relative)
+    norms        -- LayerNorm, BatchNorm (plain and padding-aware), RMSNorm, none: make_norm
+    model        -- MiniBert: embeddings -> encoder layers -> MLM head and [CLS] classifier; named internals
+    pretrained   -- all-MiniLM-L6-v2 from its PyPI package, no network: minilm(), the one cached loader
+    data, train  -- synthetic tasks with known ground truth; a small seeded training loop
+    presets      -- small settings that train in seconds on 2 CPU cores
+    probes       -- linear probes: can a linear map read a property out of vectors?
+    parallel     -- independent runs (seeds, variants) on every CPU core at once
+Notebook support:
+    device, seeding, style -- the set-up every notebook calls first
+    claims       -- the three kinds of statement: check (✓ a measurement), identity (≡), quote (❝)
+    drawing      -- matplotlib only: live artists, limits, labels, bars and the axis helpers plots share
+    widgets      -- Demo: compute function -> plot function -> ipywidgets controls
+    quiz         -- the self-check quizzes of the interview drills
+    catalog      -- the registry: each notebook with its question, short answer, topic and experiment module
+    topics/      -- per notebook: <topic>.py (compute, plot, demos), <topic>_experiment.py (the training runs)
+Around the collection (not teaching code; no notebook imports these):
+    testing      -- for the tests and the benchmark: finite results, values to sweep a control over
+    tools/       -- notebook runner, static site, benchmarks
 """
 
 __version__ = "0.1.0"
