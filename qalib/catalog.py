@@ -32,18 +32,23 @@ class Entry:
 CATALOG = [
     Entry("01_scaled_attention.ipynb", "qalib.topics.scaled_attention", "qalib.topics.scaled_attention_experiment",
           "Why divide by sqrt(d_k) before the softmax?",
-          "With unit-variance q and k, q.k has variance d_k; large logits saturate the softmax, whose Jacobian then "
-          "vanishes. Dividing by sqrt(d_k) brings the variance back to 1 at initialisation.",
+          "With unit-variance q and k, q.k has variance d_k, so unscaled logits start with std sqrt(d_k) and a nearly "
+          "one-hot softmax. The W_q, W_k gradient is largest at step 0; it collapses once attention locks onto one-hot "
+          "patterns (the Jacobian diag(y) - yy^T vanishes), and the unscaled toy stays stuck. Dividing by sqrt(d_k) "
+          "restores variance 1 under the footnote's assumptions; 1/d_k learned no slower in the toy (muP uses it).",
           "d_k and the scaling rule; the magnitude a in softmax([a, a, 2a])"),
     Entry("02_sin_cos_positions.ipynb", "qalib.topics.sin_cos_positions", "qalib.topics.sin_cos_positions_experiment",
           "Why sin AND cos in positional encoding, and why 10000?",
           "Pairs (sin, cos) of one frequency let a fixed rotation M_k map PE(p) to PE(p+k) for every p; sin alone "
-          "cannot. 10000 sets the slowest wavelength (~2*pi*10^4) so positions stay distinct over long inputs.",
+          "cannot. 10000 stretches the wavelengths to ~2*pi*10^4, so a larger offset still means a more different "
+          "encoding over thousands of positions (small bases stay distinct but lose that order). A learned table did as "
+          "well in translation (Table 3 row E); BERT never compared the two.",
           "base, d_model and length; the offset k and its rotation"),
     Entry("03_embedding_scale.ipynb", "qalib.topics.embedding_scale", "qalib.topics.embedding_scale_experiment",
           "Why multiply the embeddings by sqrt(d_model)?",
-          "Tied embeddings initialised with std d^-1/2 have norm ~1 while a sinusoid has norm sqrt(d/2); the factor "
-          "puts the token signal on the same footing. BERT (std 0.02, learned positions, LayerNorm) does not scale.",
+          "The paper gives no reason. A reconstruction: tied embeddings initialised with std d^-1/2 (tensor2tensor, "
+          "fairseq) have norm ~1 while a sinusoid has norm sqrt(d/2), so without the factor the token is lost in the "
+          "sum. BERT (std 0.02, learned positions, LayerNorm) does not scale; T5 and LLaMA do not, Gemma does.",
           "d_model, initialisation and the factor on/off"),
     Entry("04_bert_embedding_sum.ipynb", "qalib.topics.embedding_sum", "qalib.topics.embedding_sum_experiment",
           "Why can BERT add its token, segment and position embeddings?",

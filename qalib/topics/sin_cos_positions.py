@@ -10,7 +10,9 @@ The experiment (learned vs sinusoidal vs none) is in sin_cos_positions_experimen
 from __future__ import annotations
 
 import functools
+import json
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib.ticker
@@ -111,15 +113,26 @@ def dot_product_structure(n_positions: int = 128, d_model: int = 64, base: float
             "vector_gap": float((pe[p + k] - pe[p - k]).norm())}
 
 
-def learned_projection_asymmetry(n_positions: int = 64, d_model: int = 64, base: float = 10000.0,
-                                 seed: int = 0) -> dict:
-    """With projections W_q != W_k (random here), PE(p)^T W_q^T W_k PE(q) can tell p + k from p - k."""
+def rotation_form_scores(n_positions: int = 64, d_model: int = 64, a: float = 1.0, b: float = 1.0,
+                         base: float = 10000.0) -> dict:
+    """Position-position scores PE(p)^T A PE(q) for A = blockdiag([[a, b], [-b, a]]), one block per pair.
+
+    Per pair the score is a cos(omega (p - q)) + b sin(omega (p - q)): still a function of p - q only, and with
+    b != 0 it differs between q = p + k and q = p - k. So W_Q^T W_K = I (a = 1, b = 0) is not the only
+    translation-invariant form, and not every such form is blind to the sign of the offset."""
     n, d = int_in("n_positions", n_positions, 3), sinusoid_width("d_model", d_model)
-    g = torch.Generator().manual_seed(seed)
-    wq, wk = (torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d) for _ in range(2))
+    block = torch.tensor([[a, b], [-b, a]], dtype=torch.float64)
     pe = pe_table(n, d, base)
-    s = (pe @ wq.T) @ (pe @ wk.T).T  # (n, n)
-    return {"asymmetry": float((s - s.T).abs().max()), "scale": float(s.abs().max())}
+    s = pe @ torch.block_diag(*[block] * (d // 2)) @ pe.T  # (n, n)
+    offsets = torch.arange(1 - n, n)
+    w = omegas(d, base)
+    closed_form = (a * torch.cos(offsets[:, None].double() * w) + b * torch.sin(offsets[:, None].double() * w)).sum(1)
+    by_offset = torch.stack([s.diagonal(int(-k)).mean() for k in offsets])  # diagonal -k holds q - p = -k
+    spread = max(float(s.diagonal(int(k)).std(unbiased=False)) for k in range(2 - n, n - 1))
+    p, k = n // 2, n // 4
+    return {"scores": s, "offsets": offsets, "by_offset": by_offset, "closed_form": closed_form,
+            "max_diagonal_spread": spread, "p": p, "k": k,
+            "forward_backward": (float(s[p, p + k]), float(s[p, p - k]))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +230,20 @@ def position_similarity(table: torch.Tensor, max_offset: int = 128) -> dict:
             "norm0_over_median": float(norms[0] / norms[1:].median()), "max_norm_rest": float(norms[1:].max()),
             "cos01": float(sim[0, 1]), "adjacent_mean": float(rest.diagonal(1).mean()),
             "adjacent_min": float(rest.diagonal(1).min())}
+
+
+def checkpoint_position_tensors(folder) -> dict:
+    """What a checkpoint folder itself says about positions: the shape of every tensor in model.safetensors whose
+    name mentions "position" (read from the file, not from a model built around it) and config.json's
+    max_position_embeddings and position_embedding_type (Hugging Face's default: "absolute")."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        tensors = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys() if "position" in k}
+    cfg = json.loads((folder / "config.json").read_text())
+    return {"tensors": tensors, "max_position_embeddings": cfg.get("max_position_embeddings"),
+            "position_embedding_type": cfg.get("position_embedding_type", "absolute")}
 
 
 def nearest_distinct(table: torch.Tensor) -> float:

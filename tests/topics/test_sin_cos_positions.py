@@ -47,8 +47,18 @@ def test_dot_product_depends_on_offset_only_and_is_symmetric():
     assert torch.allclose(r["norms_sq"], torch.full((64,), 8.0, dtype=torch.float64), atol=1e-5)
     fwd, bwd = r["forward_backward"]
     assert abs(fwd - bwd) < 1e-5 and r["vector_gap"] > 0.1
-    a = T.learned_projection_asymmetry(32, 16)
-    assert a["asymmetry"] > 0.1 * a["scale"]
+
+
+def test_rotation_blocks_keep_translation_invariance_and_see_the_sign():
+    plain = T.rotation_form_scores(32, 16, a=1.0, b=0.0)
+    turned = T.rotation_form_scores(32, 16, a=1.0, b=1.0)
+    for r in (plain, turned):
+        assert r["max_diagonal_spread"] < 1e-5  # a function of p - q only
+        assert torch.allclose(r["by_offset"], r["closed_form"], atol=1e-5)
+    fwd, bwd = plain["forward_backward"]
+    assert abs(fwd - bwd) < 1e-5  # b = 0: the identity form is even in the offset
+    fwd, bwd = turned["forward_backward"]
+    assert abs(fwd - bwd) > 1.0  # b != 0: left and right differ
 
 
 def test_wavelengths_paper_and_t2t():
@@ -151,3 +161,13 @@ def test_plots_draw():
     plt.close(fig)
 
 
+
+
+def test_checkpoint_position_tensors_reads_the_file(tmp_path):
+    from safetensors.torch import save_file
+    save_file({"embeddings.position_embeddings.weight": torch.zeros(7, 4), "embeddings.word_embeddings.weight":
+               torch.zeros(3, 4)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 7}')
+    r = T.checkpoint_position_tensors(tmp_path)
+    assert r == {"tensors": {"embeddings.position_embeddings.weight": (7, 4)}, "max_position_embeddings": 7,
+                 "position_embedding_type": "absolute"}
