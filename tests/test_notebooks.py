@@ -5,6 +5,9 @@ Each notebook runs twice in the suite, each time in a fresh kernel: once here, h
 which checks that every result is seeded, at no cost beyond the two runs the suite needs anyway.
 """
 
+import re
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -13,6 +16,16 @@ from qalib.tools.nbtools import execute, has_outputs, notebook_paths, statement_
 from conftest import NOTEBOOK_TIMES, record_claims
 
 PATHS = notebook_paths()
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_measurements(name: str) -> int | None:
+    """The measurement count the README's table gives for a notebook (its third column), or None."""
+    for line in README.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and f"({'notebooks/' + name})" in cells[1]:
+            return int(cells[2]) if re.fullmatch(r"\d+", cells[2]) else None
+    return None
 
 
 def test_there_are_notebooks():
@@ -37,6 +50,10 @@ def test_notebook_executes_and_checks_its_claims(path):
     if not path.name.startswith("00_"):
         assert len(measurements) >= 5, (f"{path.name} made only {len(measurements)} measurements; every topic "
                                         "notebook verifies its claims")
+    if not path.name.startswith("00_"):
+        assert readme_measurements(path.name) == len(measurements), (
+            f"README.md's table gives {readme_measurements(path.name)} measurements for {path.name}; the run made "
+            f"{len(measurements)}")
     record_claims(path.name, "headless", statement_lines(nb))
 
 
