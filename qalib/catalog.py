@@ -87,8 +87,9 @@ CATALOG = [
     Entry("11_mlm_and_nsp.ipynb", "qalib.topics.pretraining", "qalib.topics.pretraining_experiment",
           "How is BERT pretrained: why 15% and 80/10/10, and what happened to NSP?",
           "15% of tokens are predicted: 80% shown as [MASK], 10% as a random token, 10% unchanged (12% / 1.5% / 1.5% "
-          "of all tokens), so the model must represent every visible token, not only [MASK]. NSP classifies whether "
-          "segment B follows A; RoBERTa found dropping it matches or slightly improves results.",
+          "of all tokens), because [MASK] never occurs at fine-tuning; in a toy, a 100% [MASK] model's head ignores "
+          "visible tokens. NSP classifies whether segment B follows A; BERT found dropping it hurts, RoBERTa that with "
+          "inputs packed to 512 tokens it matches or slightly improves, and that short single-sentence pairs hurt.",
           "masking probabilities on a sentence you type; segment ids of a sentence pair"),
 ]
 
