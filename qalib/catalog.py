@@ -80,9 +80,10 @@ CATALOG = [
           "temperature and steps of the walk; depth, residual, MLP and LayerNorm of a collapsing stack"),
     Entry("10_residuals_ffn_masks.ipynb", "qalib.topics.block_parts", "qalib.topics.block_parts_experiment",
           "What do residuals, the FFN and the masks do, and what does attention cost?",
-          "Residuals give every layer an identity path for activations and gradients; with fixed attention weights a "
-          "layer is linear in V, so the FFN supplies the nonlinearity; masks stop information from future or padded "
-          "tokens; the scores cost O(T^2) memory and O(T^2 d) time, Linformer's fixed-k projection O(T k).",
+          "Residuals give every layer an identity path for activations and gradients (without them a post-LN stack "
+          "sends the same gradient to every position and cannot learn); with fixed attention weights a layer is "
+          "linear in V, so the FFN supplies the learned per-token nonlinearity; masks stop information from future "
+          "or padded tokens; the scores cost O(T^2) memory and O(T^2 d) time, Linformer's fixed-k projection O(T k).",
           "sequence length and Linformer's k; mask type; depth, residuals and norm"),
     Entry("11_mlm_and_nsp.ipynb", "qalib.topics.pretraining", "qalib.topics.pretraining_experiment",
           "How is BERT pretrained: why 15% and 80/10/10, and what happened to NSP?",
