@@ -76,7 +76,8 @@ CATALOG = [
           "Is attention a random walk over the tokens?",
           "softmax(QK^T/sqrt(d)) has positive entries and rows summing to 1: a Markov transition matrix whose powers "
           "converge to a stationary distribution. Each layer averages tokens, so stacked attention without residuals "
-          "collapses them to one vector doubly exponentially (Dong et al. 2021); the residual path stops it.",
+          "collapses them to one vector (Dong et al. 2021 bound it doubly exponentially); here random stacks, a "
+          "mini-BERT and MiniLM's own attention weights all collapse without it, and the residual path stops it.",
           "temperature and steps of the walk; depth, residual, MLP and LayerNorm of a collapsing stack"),
     Entry("10_residuals_ffn_masks.ipynb", "qalib.topics.block_parts", "qalib.topics.block_parts_experiment",
           "What do residuals, the FFN and the masks do, and what does attention cost?",
