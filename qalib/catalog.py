@@ -72,25 +72,31 @@ CATALOG = [
     Entry("08_relative_positions.ipynb",
           "qalib.topics.relative_positions", "qalib.topics.relative_positions_experiment",
           "How do relative position embeddings work?",
-          "They add a term depending on j - i to the attention score (Shaw, T5, ALiBi) or rotate q and k (RoPE).",
+          "They add a term depending on j - i to the attention score (Shaw, T5, ALiBi) or rotate q and k (RoPE). In a "
+          "one-layer toy the clip must exceed the offset the task needs, and the offset-based schemes keep their "
+          "accuracy at twice the training length; running longer is not working longer (RoPE LMs need position "
+          "interpolation or YaRN).",
           "clipping distance and method"),
     Entry("09_attention_random_walk.ipynb", "qalib.topics.random_walk", "qalib.topics.random_walk_experiment",
           "Is attention a random walk over the tokens?",
           "softmax(QK^T/sqrt(d)) has positive entries and rows summing to 1: a Markov transition matrix whose powers "
           "converge to a stationary distribution. Each layer averages tokens, so stacked attention without residuals "
-          "collapses them to one vector doubly exponentially (Dong et al. 2021); the residual path stops it.",
+          "collapses them to one vector (Dong et al. 2021 bound it doubly exponentially); here random stacks, a "
+          "mini-BERT and MiniLM's own attention weights all collapse without it, and the residual path stops it.",
           "temperature and steps of the walk; depth, residual, MLP and LayerNorm of a collapsing stack"),
     Entry("10_residuals_ffn_masks.ipynb", "qalib.topics.block_parts", "qalib.topics.block_parts_experiment",
           "What do residuals, the FFN and the masks do, and what does attention cost?",
-          "Residuals give every layer an identity path for activations and gradients; with fixed attention weights a "
-          "layer is linear in V, so the FFN supplies the nonlinearity; masks stop information from future or padded "
-          "tokens; the scores cost O(T^2) memory and O(T^2 d) time, Linformer's fixed-k projection O(T k).",
+          "Residuals give every layer an identity path for activations and gradients (without them a post-LN stack "
+          "sends the same gradient to every position and cannot learn); with fixed attention weights a layer is "
+          "linear in V, so the FFN supplies the learned per-token nonlinearity; masks stop information from future "
+          "or padded tokens; the scores cost O(T^2) memory and O(T^2 d) time, Linformer's fixed-k projection O(T k).",
           "sequence length and Linformer's k; mask type; depth, residuals and norm"),
     Entry("11_mlm_and_nsp.ipynb", "qalib.topics.pretraining", "qalib.topics.pretraining_experiment",
           "How is BERT pretrained: why 15% and 80/10/10, and what happened to NSP?",
           "15% of tokens are predicted: 80% shown as [MASK], 10% as a random token, 10% unchanged (12% / 1.5% / 1.5% "
-          "of all tokens), so the model must represent every visible token, not only [MASK]. NSP classifies whether "
-          "segment B follows A; RoBERTa found dropping it matches or slightly improves results.",
+          "of all tokens), because [MASK] never occurs at fine-tuning; in a toy, a 100% [MASK] model's head ignores "
+          "visible tokens. NSP classifies whether segment B follows A; BERT found dropping it hurts, RoBERTa that with "
+          "inputs packed to 512 tokens it matches or slightly improves, and that short single-sentence pairs hurt.",
           "masking probabilities on a sentence you type; segment ids of a sentence pair"),
 ]
 

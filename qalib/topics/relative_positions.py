@@ -178,8 +178,8 @@ def bias_demo() -> Demo:
 
 def rotary_profile(d_head: int = 32, base: float = 10000.0, start: int = 0, t: int = 64, seed: int = 0) -> dict:
     """q.k after rotation as a function of the offset n - m, for a query at `start` and at `start + 17`:
-    the two curves coincide (only the offset matters). Also the bound of Su et al. sec. 3.4.3: the mean
-    |sum of partial sums of e^{i(n-m)theta}| that decays with distance, for q = k = all ones."""
+    the two curves coincide (only the offset matters). Also two curves that decay with the offset: the score of
+    q = k = all ones divided by d (the mean of cos((n-m) theta_i)), and Su et al.'s sec. 3.4.3 bound (`su_bound`)."""
     sinusoid_width("d_head", d_head)  # rotary turns pairs of dimensions
     sinusoid_base("base", base)
     int_in("start", start, 0, 4096)
@@ -192,8 +192,25 @@ def rotary_profile(d_head: int = 32, base: float = 10000.0, start: int = 0, t: i
     first = s[start, start:start + t].numpy()
     second = s[start + 17, start + 17:start + 17 + t].numpy()
     ones = rotary_scores(torch.ones(d_head), torch.ones(d_head), t, base)[0] / d_head  # cos-sum, 1 at offset 0
-    return {"offsets": offs, "first": first, "second": second, "ones": ones.numpy(), "start": start,
+    return {"offsets": offs, "first": first, "second": second, "ones": ones.numpy(), "bound": su_bound(d_head, base, t),
+            "start": start,
             "max_gap": float(np.abs(first - second).max()), "d_head": d_head, "base": base}
+
+
+def su_bound(d_head: int, base: float, t: int) -> np.ndarray:
+    """Su et al.'s long-term decay bound (RoFormer sec. 3.4.3), relative to its value at offset 0, for offsets 0..t-1.
+
+    By Abel summation |sum_i h_i e^{i r theta_i}| <= (max_i |h_{i+1} - h_i|) sum_j |S_j| with the partial sums
+    S_j = sum_{i<j} e^{i r theta_i} at offset r; the paper plots the mean of |S_j| over the d/2 pairs. It is a bound on
+    every q, k, not the score of one pair."""
+    sinusoid_width("d_head", d_head)
+    sinusoid_base("base", base)
+    int_in("t", t, 1, 4096)
+    theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+    angles = torch.arange(t, dtype=torch.float64)[:, None] * theta
+    partial = torch.cumsum(torch.polar(torch.ones_like(angles), angles), -1).abs()  # |S_j|, j = 1 .. d/2
+    mean = partial.mean(-1)
+    return (mean / mean[0]).numpy()
 
 
 # Largest |rotated q.k/sqrt(d)| of rotary_profile's seeded q, k over every head size and base of rotary_demo: 3.73;
@@ -210,15 +227,18 @@ def plot_rotary(fig, r: dict) -> Update:
     ax1.set(xlabel="offset n - m (tokens)", ylabel="score (logit)", ylim=(-ROTARY_SCORE_VIEW, ROTARY_SCORE_VIEW))
     ax1.legend(fontsize=8, loc="upper center", ncols=2)  # in the band no score reaches
     gap = live_title(ax1, "rotated q.k/sqrt(d)")
-    (ones,) = ax2.plot([], [], color="C2")
-    ax2.set(xlabel="offset n - m (tokens)", ylabel="score / d, for q = k = 1", ylim=(-1.05, 1.05))
-    sizes = live_title(ax2, "mean of cos(offset θ_i)")
-    live(first, second, ones)
+    (ones,) = ax2.plot([], [], color="C2", label="mean of cos(offset θ_i): q = k = 1")
+    (bound,) = ax2.plot([], [], color="C3", ls="--", label="Su et al. sec. 3.4.3 bound (relative)")
+    ax2.set(xlabel="offset n - m (tokens)", ylabel="relative to offset 0", ylim=(-1.05, 1.05))
+    ax2.legend(fontsize=8, loc="lower left")
+    sizes = live_title(ax2, "decay with distance")
+    live(first, second, ones, bound)
 
     def update(r) -> Change | None:
         first.set_data(r["offsets"], r["first"])
         second.set_data(r["offsets"], r["second"])
         ones.set_data(r["offsets"], r["ones"])
+        bound.set_data(r["offsets"], r["bound"])
         gap.set_text(f"m = {r['start']}: max gap {r['max_gap']:.1e}")
         sizes.set_text(f"d={r['d_head']}, base={r['base']:.0f}")
         span = (0, len(r["offsets"]) - 1)

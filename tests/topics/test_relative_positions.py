@@ -91,6 +91,16 @@ def test_rotary_profile_and_slopes():
     assert flat["max_gap"] < 1e-5 and abs(flat["ones"][6] - math.cos(6)) < 1e-5
 
 
+def test_su_bound_decays_only_with_spread_frequencies():
+    b = rp.su_bound(32, 10000.0, 64)
+    assert b[0] == pytest.approx(1.0) and b[63] < 0.5 and b[10] < b[1]
+    # one frequency for every pair (base 1): |S_j| = j at every offset, so the bound never decays
+    np.testing.assert_allclose(rp.su_bound(32, 1.0, 64), 1.0, rtol=1e-12)
+    assert rp.rotary_profile(d_head=16, t=20)["bound"].shape == (20,)
+    with pytest.raises(ValueError, match="t"):
+        rp.su_bound(32, 10000.0, 0)
+
+
 def test_position_parameters_and_costs():
     base = MiniBertConfig(vocab_size=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, max_len=20)
     costs = rx.position_costs(base, t=24, batch_size=2, repeats=1, clip=3)
@@ -154,3 +164,18 @@ def test_position_similarity_and_offset_profile():
     assert a[3] == pytest.approx(1.0) and a[[0, 1, 2, 4, 5, 6]].sum() == pytest.approx(0.0)
     with pytest.raises(ValueError, match="probs"):
         rx.offset_profile(torch.zeros(4, 4))
+
+
+def test_t5_buckets_and_alibi_slopes_match_the_reference_implementations():
+    """The notebook describes T5's buckets and ALiBi's slopes through qalib's code; here they are compared with
+    Hugging Face's T5 and BLOOM code (independent implementations of the papers)."""
+    pytest.importorskip("transformers")
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    offsets = torch.arange(-300, 301)  # key minus query, as in T5's memory_position - context_position
+    reference = T5Attention._relative_position_bucket(offsets, bidirectional=True, num_buckets=32, max_distance=128)
+    assert torch.equal(rp.t5_buckets(offsets), reference)
+    for n_heads in (8, 12, 16):  # 12: not a power of 2, where Press et al. interleave two sequences
+        slopes = build_alibi_tensor(torch.ones(1, 2), n_heads, torch.float64)[:, 0, 1]  # slope x position 1
+        torch.testing.assert_close(rp.alibi_slopes(n_heads).double(), slopes, rtol=1e-6, atol=0)
