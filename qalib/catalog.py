@@ -47,8 +47,9 @@ CATALOG = [
           "d_model, initialisation and the factor on/off"),
     Entry("04_bert_embedding_sum.ipynb", "qalib.topics.embedding_sum", "qalib.topics.embedding_sum_experiment",
           "Why can BERT add its token, segment and position embeddings?",
-          "The sum equals concatenated one-hots times stacked tables, i.e. a concat-then-project with fewer "
-          "parameters; in high dimension the parts are nearly orthogonal, so a linear probe still recovers each.",
+          "The sum equals concatenated one-hots times stacked tables, and concat-then-project is itself a sum, "
+          "with 3d^2 + d more parameters. Exact linear unmixing would need d >= V+S+P, yet in MiniLM linear probes "
+          "read segment and position out of the sum, and the nearest word row gives the token.",
           "a sentence pair you type; d_model and table sizes"),
     Entry("05_shared_qk.ipynb", "qalib.topics.shared_qk", "qalib.topics.shared_qk_experiment",
           "Why do queries and keys use different weight matrices?",
