@@ -52,13 +52,15 @@ CATALOG = [
           "d_model, initialisation and the factor on/off"),
     Entry("04_bert_embedding_sum.ipynb", "qalib.topics.embedding_sum", "qalib.topics.embedding_sum_experiment",
           "Why can BERT add its token, segment and position embeddings?",
-          "The sum equals concatenated one-hots times stacked tables, i.e. a concat-then-project with fewer "
-          "parameters; in high dimension the parts are nearly orthogonal, so a linear probe still recovers each.",
+          "The sum equals concatenated one-hots times stacked tables, and concat-then-project is itself a sum, "
+          "with 3d^2 + d more parameters. Exact linear unmixing would need d >= V+S+P, yet in MiniLM linear probes "
+          "read segment and position out of the sum, and the nearest word row gives the token.",
           "a sentence pair you type; d_model and table sizes"),
     Entry("05_shared_qk.ipynb", "qalib.topics.shared_qk", "qalib.topics.shared_qk_experiment",
           "Why do queries and keys use different weight matrices?",
-          "With W_q = W_k the scores are a symmetric PSD matrix and each token's score with itself tends to win, so "
-          "attention collapses onto the diagonal and cannot express directed relations like 'previous token'.",
+          "With W_q = W_k the scores are a symmetric PSD matrix: each token's score with itself tends to win its "
+          "row, and 'previous' scores like 'next', so a shared head fails the previous-token task that separate "
+          "matrices solve.",
           "d, tokens, input kind and tied/separate"),
     Entry("06_layernorm_vs_batchnorm.ipynb", "qalib.topics.normalization", "qalib.topics.normalization_experiment",
           "Why LayerNorm and not BatchNorm?",
@@ -67,7 +69,8 @@ CATALOG = [
           "batch size, padding, an outlier sentence; train/eval and momentum"),
     Entry("07_multi_head.ipynb", "qalib.topics.multi_head", "qalib.topics.multi_head_experiment",
           "Why several attention heads?",
-          "At the same parameter cost, h heads give h independent attention patterns; one softmax can only average.",
+          "At the same 4d^2 parameters, h heads give h separate attention distributions; one head returns one "
+          "average per query, and on a two-neighbour task it stays far behind 2-8 heads. The price is d_k = d/h.",
           "layer and head of a real BERT; number of heads"),
     Entry("08_relative_positions.ipynb",
           "qalib.topics.relative_positions", "qalib.topics.relative_positions_experiment",

@@ -8,6 +8,7 @@ demo factories build the notebook's widgets. The training experiment lives in em
     fold_concat          a concat-then-project MiniBert rewritten as a sum of three projected tables
     gradient_check       autograd: every table row receives the same upstream gradient dL/dx
     probe_sum            random tables, summed; a least-squares probe reads each part back out
+    nearest_code         random tables, summed (plus noise); decode (t, s, p) as the closest of all V*S*P sums
     embedding_parts      the real model's word / segment / position parts, sum and LayerNorm output
     pair_demo, probe_demo
 
@@ -161,10 +162,42 @@ def probe_sum(d_model: int = 64, n_tokens: int = 100, n_positions: int = 64, n_s
            "cos_std": {key: float(c.std()) if len(c) > 1 else 0.0 for key, c in cos.items()},
            "rows": v + s + p}
     if d >= v + s + p:
-        out["note"] = f"d_model = {d} ≥ {v + s + p} rows in all: the stacked tables are independent, recovery is exact."
+        out["note"] = (f"d_model = {d} ≥ {v + s + p} rows in all: the stacked tables are independent, "
+                       "linear recovery is exact.")
     elif d < 8:
-        out["note"] = f"d_model = {d}: far fewer dimensions than rows ({v + s + p}); parts interfere."
+        out["note"] = (f"d_model = {d}: far fewer dimensions than rows ({v + s + p}); a linear probe cannot "
+                       "separate the parts.")
     return out
+
+
+def nearest_code(d_model: int = 16, n_tokens: int = 100, n_positions: int = 64, n_segments: int = 2,
+                 n_test: int = 500, noise: float = 0.25, seed: int = 0) -> dict:
+    """Decode (token, segment, position) from a noisy sum of random rows as the nearest of all V*S*P possible sums.
+
+    The bound d >= V + S + P is for exact *linear* unmixing. For tables in general position the V*S*P sums are
+    distinct points even for small d, so a decoder that searches over codes (the compressed-sensing view) can
+    identify the parts far below it. `noise` is the norm of a Gaussian perturbation added to each sum, relative to
+    a row's norm (about 1): with noise the decoding can fail, so its accuracy is a measurement.
+    """
+    d = int_in("d_model", d_model, 1, 4096)
+    v, p, s = int_in("n_tokens", n_tokens, 1, 1000), int_in("n_positions", n_positions, 1, 1000), int_in("n_segments", n_segments, 1, 64)
+    if v * s * p > 200_000:
+        raise ValueError(f"n_tokens * n_segments * n_positions must be <= 200000 (one row per code), got {v * s * p}")
+    int_in("n_test", n_test, 1, 100_000)
+    if not (isinstance(noise, (int, float)) and 0 <= noise <= 10):
+        raise ValueError(f"noise must be a number in [0, 10] (relative to a row norm of about 1), got {noise!r}")
+    E, S, P = random_tables(v, s, p, d, seed, dtype=torch.float32)
+    g = torch.Generator().manual_seed(seed + 1)
+    ids = {"token": torch.randint(v, (n_test,), generator=g), "segment": torch.randint(s, (n_test,), generator=g),
+           "position": torch.randint(p, (n_test,), generator=g)}
+    X = E[ids["token"]] + S[ids["segment"]] + P[ids["position"]]
+    X = X + noise * d ** -0.5 * torch.randn(n_test, d, generator=g)
+    codes = (E[:, None, None] + S[None, :, None] + P[None, None]).reshape(-1, d)     # (V*S*P, d), index t*S*P + s*P + p
+    best = (2 * X @ codes.T - codes.pow(2).sum(-1)).argmax(-1)                       # argmin ||x - code||^2
+    decoded = {"token": best // (s * p), "segment": (best // p) % s, "position": best % p}
+    acc = {part: float((decoded[part] == ids[part]).float().mean()) for part in ids}
+    return {"d_model": d, "rows": v + s + p, "codes": v * s * p, "noise": float(noise), "accuracy": acc,
+            "all_three": float(torch.stack([decoded[k] == ids[k] for k in ids]).all(0).float().mean())}
 
 
 def cosine_spread(d_values, n: int = 200, seed: int = 0) -> dict:

@@ -75,6 +75,23 @@ def table_subspaces(model, k: int = 8, n_random: int = 200, seed: int = 0) -> di
             "seg_diff_norm": float((S[1] - S[0]).norm()), "cos_seg0_seg1": float(F.cosine_similarity(S[0], S[1], dim=0))}
 
 
+def checkpoint_embedding_block(path=None) -> dict:
+    """What the checkpoint file itself stores for the embedding layer: tensor names and shapes under "embeddings.",
+    and the trained LayerNorm gain. Read from model.safetensors directly, not through qalib's model."""
+    from safetensors import safe_open
+
+    from qalib.pretrained import model_dir
+
+    with safe_open(str(path or model_dir() / "model.safetensors"), "pt") as f:
+        names = sorted(k for k in f.keys() if k.startswith("embeddings."))
+        shapes = {k[len("embeddings."):]: tuple(f.get_slice(k).get_shape()) for k in names}
+        gamma = f.get_tensor("embeddings.LayerNorm.weight") if "embeddings.LayerNorm.weight" in names else None
+    out = {"tensors": shapes}
+    if gamma is not None:
+        out.update(gamma_mean=float(gamma.mean()), gamma_min=float(gamma.min()), gamma_max=float(gamma.max()))
+    return out
+
+
 def position_table_stats(P: torch.Tensor) -> dict:
     """Row norms and neighbour cosines of a (n, d) position table."""
     norms = P.norm(dim=-1)
@@ -98,17 +115,23 @@ def plot_subspaces(fig, r) -> None:
 
 
 @torch.no_grad()
-def real_probe(model, n_seq: int = 48, seq_len: int = 128, seed: int = 0) -> dict:
+def real_probe(model, n_seq: int = 48, seq_len: int = 128, seed: int = 0, word_scale: float = 1.0) -> dict:
     """Post-LayerNorm input vectors of random word pieces at random segments; linear probes for position and segment,
-    and nearest-row decoding of the token (cosine to every word-table row) on a subsample."""
+    and nearest-row decoding of the token (cosine to every word-table row) on a subsample.
+
+    word_scale multiplies the word part before the sum: 1 is what the checkpoint does; sqrt(d) is what the
+    original Transformer's embedding scale would do to these same tables."""
     int_in("seq_len", seq_len, 2, model.cfg.max_len)
     int_in("n_seq", n_seq, 4)
+    if not (isinstance(word_scale, (int, float)) and 0 < word_scale <= 1000):
+        raise ValueError(f"word_scale must be a number in (0, 1000], got {word_scale!r}")
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(999, model.cfg.vocab_size, (n_seq, seq_len), generator=g)  # ids < 999 are [PAD]/[unusedN]/specials
     seg = torch.randint(2, (n_seq, seq_len), generator=g)                         # independent of position on purpose
-    cache = {}
-    model.embeddings(ids, seg, None, cache)
-    X = cache["embeddings.out"].double()                       # (n_seq, T, d) after LayerNorm
+    emb = model.embeddings
+    word = emb.word_embeddings(ids) * emb.word_scale * word_scale
+    x = word + emb.token_type_embeddings(seg) + emb.position_table(seq_len, ids.device)
+    X = emb.norm(x).double()                                   # (n_seq, T, d) after LayerNorm, as layer 0 receives it
     pos = torch.arange(seq_len).expand(n_seq, -1)
     n_tr = n_seq * 3 // 4                                      # train on some sequences, test on the others
     res = {}

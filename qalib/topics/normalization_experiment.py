@@ -305,6 +305,24 @@ def plot_minilm_gammas(fig, res: dict):
 
 
 @torch.no_grad()
+def checkpoint_norm_tensors(path=None) -> dict:
+    """The normalisation tensors the checkpoint file itself stores, read from model.safetensors directly (not
+    through qalib's model): every LayerNorm's gain and bias, and any BatchNorm state (running mean, variance,
+    batch count), which a BatchNorm would need at inference."""
+    from safetensors import safe_open
+
+    from qalib.pretrained import model_dir
+
+    with safe_open(str(path or model_dir() / "model.safetensors"), "pt") as f:
+        names = sorted(f.keys())
+        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in names}
+    layer_norms = sorted({k.rsplit(".", 1)[0] for k in names if ".LayerNorm." in k})
+    return {"layer_norms": layer_norms,
+            "ln_shapes": sorted({shapes[k] for k in names if ".LayerNorm." in k}),
+            "running_stats": [k for k in names if any(s in k for s in ("running_mean", "running_var", "num_batches"))],
+            "n_tensors": len(names)}
+
+
 def batch_independence(model: MiniBert, tokenizer, first: str, second: str) -> dict:
     """Encode `first` alone, then in a batch with a longer `second` (first padded with [PAD], mask 0).
 

@@ -203,3 +203,35 @@ def test_pair_demo_messages(minilm):
     demo = es.pair_demo()
     demo.set(text="")
     assert demo.error and "sentence A" in demo.error
+
+
+# -- nearest-code decoding, the checkpoint's embedding block, the word scale --------------------
+def test_nearest_code_identifies_parts_far_below_the_linear_bound_and_fails_with_large_noise():
+    clean = es.nearest_code(d_model=8, noise=0.0, n_test=200)
+    assert clean["rows"] == 166 and clean["all_three"] == 1.0       # distinct sums: exact without noise at d = 8
+    noisy = es.nearest_code(d_model=8, noise=3.0, n_test=200)
+    assert noisy["accuracy"]["token"] < 0.5                          # the measurement can fail: margins are finite
+    for kwargs, name in (({"noise": -0.1}, "noise"), ({"d_model": 0}, "d_model"),
+                         ({"n_tokens": 1000, "n_positions": 1000}, "n_tokens")):
+        with pytest.raises(ValueError, match=name):
+            es.nearest_code(**kwargs)
+
+
+def test_checkpoint_embedding_block_reads_the_file_not_the_model(tmp_path):
+    from safetensors.torch import save_file
+    path = tmp_path / "model.safetensors"
+    save_file({"embeddings.word_embeddings.weight": torch.zeros(5, 4), "embeddings.LayerNorm.weight": torch.full((4,), 0.5),
+               "encoder.layer.0.x": torch.zeros(1)}, str(path))
+    block = ex.checkpoint_embedding_block(path)
+    assert block["tensors"] == {"word_embeddings.weight": (5, 4), "LayerNorm.weight": (4,)}
+    assert block["gamma_min"] == block["gamma_max"] == 0.5
+
+
+def test_real_probe_word_scale_drowns_segment_and_position():
+    from qalib.pretrained import minilm
+    model, _ = minilm()
+    plain = ex.real_probe(model, n_seq=16, seq_len=32)
+    scaled = ex.real_probe(model, n_seq=16, seq_len=32, word_scale=math.sqrt(384))
+    assert scaled["segment_acc"] < plain["segment_acc"] - 0.2 and scaled["position_acc"] < plain["position_acc"]
+    with pytest.raises(ValueError, match="word_scale"):
+        ex.real_probe(model, word_scale=0)

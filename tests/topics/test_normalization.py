@@ -160,3 +160,15 @@ def test_sentence_zero_is_the_same_in_any_batch():
     for batch_size, pad_frac in ((2, 0.0), (17, 0.3), (64, 0.6)):
         x, keep = nz.padded_batch(batch_size, pad_frac, 5.0)
         assert torch.equal(x[0, :10], x1[0, :10]) and keep[0, :10].all() and not keep[0, 10:].any()
+
+
+def test_checkpoint_norm_tensors_reads_layernorms_and_finds_batchnorm_state(tmp_path):
+    from safetensors.torch import save_file
+    path = tmp_path / "model.safetensors"
+    save_file({"encoder.layer.0.output.LayerNorm.weight": torch.ones(4), "encoder.layer.0.output.LayerNorm.bias": torch.zeros(4),
+               "encoder.layer.0.bn.running_mean": torch.zeros(4), "encoder.layer.0.bn.num_batches_tracked": torch.zeros(1)},
+              str(path))
+    r = ne.checkpoint_norm_tensors(path)
+    assert r["layer_norms"] == ["encoder.layer.0.output.LayerNorm"] and r["ln_shapes"] == [(4,)]
+    assert r["running_stats"] == ["encoder.layer.0.bn.num_batches_tracked", "encoder.layer.0.bn.running_mean"]
+    assert r["n_tensors"] == 4
