@@ -9,6 +9,10 @@ Layout (one purpose per module):
     testing                  -- for the tests and the benchmark: finite results, values to sweep a control over
     attention, positions, norms, model
                              -- the mini-BERT and its parts, one design choice per typed config field
+    decoder, kv_cache, generate, gpt2
+                             -- a GPT-style decoder and Vaswani's encoder-decoder from the same parts; the KV cache
+                                as a value passed and returned; greedy / top-k / top-p / beam generation; the name
+                                table to transformers.GPT2LMHeadModel
     pretrained               -- all-MiniLM-L6-v2 from the PyPI package, no network
     data, train              -- synthetic tasks with known ground truth; a small training loop
     topics/                  -- compute + plot + demo functions for each notebook
