@@ -125,15 +125,17 @@ class SelfAttention(nn.Module):
         mask = self._mask(keep, t, t, x.device)  # (B, 1, T, T) bool, True = may attend; None = everything
         return self.attend(q, k, v, mask, bias, cache, name)
 
-    def attend(self, q, k, v, mask, bias=None, cache=None, name="attention"):
+    def attend(self, q, k, v, mask, bias=None, internals=None, name="attention"):
         """q (B, H, T_q, dh); k, v (B, H_kv, T_k, dh); mask (B, 1, T_q, T_k) bool or None -> (B, T_q, d).
 
-        cache=None runs torch's fused kernel; a dict runs qalib.attention.attention and stores q, k, v (k and v
+        internals=None runs torch's fused kernel; a dict runs qalib.attention.attention and stores q, k, v (k and v
         with their H_kv heads, as a KV cache holds them), scores and probabilities under `name`."""
         cfg = self.cfg
         b, _, t, _ = q.shape
-        k_all, v_all = repeat_kv(k, cfg.n_heads), repeat_kv(v, cfg.n_heads)  # (B, H, T_k, dh): each query head's keys
-        if cache is None:
+        # (B, H, T_k, dh): each query head's keys and values. A transient copy under MQA/GQA; what is kept between
+        # decoding steps (the KV cache) has H_kv heads, which is where MQA/GQA save memory
+        k_all, v_all = repeat_kv(k, cfg.n_heads), repeat_kv(v, cfg.n_heads)
+        if internals is None:
             attn_mask = mask
             if bias is not None:  # fold the bias into a float mask: one fused kernel handles both
                 attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
@@ -144,8 +146,8 @@ class SelfAttention(nn.Module):
             res = attention(q, k_all, v_all, mask=mask, scale=cfg.scale, bias=bias)
             probs = F.dropout(res.probs, self.dropout_p, self.training)
             out = torch.matmul(probs, v_all)  # (B, H, T, dh)
-            cache[f"{name}.q"], cache[f"{name}.k"], cache[f"{name}.v"] = q, k, v
-            cache[f"{name}.scores"], cache[f"{name}.probs"] = res.scores, res.probs
+            internals[f"{name}.q"], internals[f"{name}.k"], internals[f"{name}.v"] = q, k, v
+            internals[f"{name}.scores"], internals[f"{name}.probs"] = res.scores, res.probs
         out = out.transpose(1, 2).reshape(b, t, cfg.d_model)  # (B, H, T, dh) -> (B, T, d)
         return self.output(out)
 
