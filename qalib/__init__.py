@@ -7,6 +7,10 @@ Model core (torch, no plotting):
     positions    -- the sinusoid, and every position scheme through one registry (absolute and relative)
     norms        -- LayerNorm, BatchNorm (plain and padding-aware), RMSNorm, none: make_norm
     model        -- MiniBert: embeddings -> encoder layers -> MLM head and [CLS] classifier; named internals
+    decoder      -- DecoderLM (GPT-style, tied head) and EncoderDecoder (Vaswani) from the same blocks
+    kv_cache     -- the KV cache as a value passed and returned, with its bytes measured from its tensors
+    generate     -- greedy, temperature, top-k, top-p and beam search, seeded
+    gpt2         -- the name table to transformers.GPT2LMHeadModel (the tests' and the benchmark's reference)
     pretrained   -- all-MiniLM-L6-v2 from its PyPI package, no network: minilm(), the one cached loader
     data, train  -- synthetic tasks with known ground truth; a small seeded training loop
     presets      -- small settings that train in seconds on 2 CPU cores

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +29,7 @@ from qalib.norms import make_norm
 from qalib.positions import ABSOLUTE_POSITIONS, RELATIVE_POSITIONS, make_position
 from qalib.validate import int_in
 
-__all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAttention", "EncoderLayer"]
+__all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAttention", "FeedForward", "EncoderLayer"]
 
 
 @dataclass
@@ -81,59 +82,106 @@ class Embeddings(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with a fused input projection ([q | k | v], or [q | v] when q and k are shared)."""
+    """Multi-head self-attention with a fused input projection ([q | k | v], or [q | v] when q and k are shared).
+
+    With n_kv_heads < n_heads (MQA, GQA) k and v have n_kv_heads heads, each serving n_heads / n_kv_heads query
+    heads. The steps are methods the decoder's attentions reuse (qalib/decoder.py): project -> (positions) -> attend.
+    """
 
     def __init__(self, cfg: MiniBertConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.n_proj = 2 if cfg.qk == "shared" else 3
-        self.qkv = nn.Linear(cfg.d_model, self.n_proj * cfg.d_model)
+        # the widths of [q | k | v]: n_heads query heads, then kv_heads key and value heads, d_head each
+        self.widths = [cfg.d_model] + [cfg.kv_heads * cfg.d_head] * (self.n_proj - 1)
+        self.qkv = nn.Linear(cfg.d_model, sum(self.widths))
         self.output = nn.Linear(cfg.d_model, cfg.d_model)
         self.dropout_p = cfg.dropout
         # a relative scheme, one per layer: (q, k, scale) -> (q, k, bias); absolute ones live in Embeddings
         self.position = make_position(cfg) if cfg.pos in RELATIVE_POSITIONS else None
 
+    def split_heads(self, y: torch.Tensor) -> torch.Tensor:
+        """(B, T, n * d_head) -> (B, n, T, d_head), a view."""
+        b, t, _ = y.shape
+        return y.view(b, t, -1, self.cfg.d_head).transpose(1, 2)
+
+    def project(self, x: torch.Tensor):
+        """(B, T, d) -> q (B, H, T, dh), k and v (B, H_kv, T, dh): views into one fused projection."""
+        # split, not indexing: its backward concatenates the gradients in one pass
+        parts = [self.split_heads(p) for p in self.qkv(x).split(self.widths, dim=-1)]
+        if self.n_proj == 2:
+            q, v = parts
+            return q, q, v  # shared W_q = W_k: the score matrix is symmetric
+        q, k, v = parts
+        return q, k, v
+
     def forward(self, x, keep, cache=None, name="attention"):
         cfg = self.cfg
-        b, t, d = x.shape
-        proj = self.qkv(x).view(b, t, self.n_proj, cfg.n_heads, cfg.d_head).permute(2, 0, 3, 1, 4)  # (n_proj, B, H, T, dh)
-        # unbind, not proj[i]: its backward stacks the three gradients in one pass, where three index
-        # operations would each fill a zero tensor of the full (n_proj, B, H, T, dh) size
-        if self.n_proj == 2:
-            q, v = proj.unbind(0)
-            k = q  # shared W_q = W_k: the score matrix is symmetric
-        else:
-            q, k, v = proj.unbind(0)
+        t = x.shape[1]
+        q, k, v = self.project(x)
         bias = None
         if self.position is not None:
             q, k, bias = self.position(q, k, cfg.scale)
-        mask = self._mask(keep, t, x.device)  # (B, 1, T, T) bool, True = may attend; None = everything
-        if cache is None:
+        mask = self._mask(keep, t, t, x.device)  # (B, 1, T, T) bool, True = may attend; None = everything
+        return self.attend(q, k, v, mask, bias, cache, name)
+
+    def attend(self, q, k, v, mask, bias=None, internals=None, name="attention"):
+        """q (B, H, T_q, dh); k, v (B, H_kv, T_k, dh); mask (B, 1, T_q, T_k) bool or None -> (B, T_q, d).
+
+        internals=None runs torch's fused kernel; a dict runs qalib.attention.attention and stores q, k, v (k and v
+        with their H_kv heads, as a KV cache holds them), scores and probabilities under `name`."""
+        cfg = self.cfg
+        b, _, t, _ = q.shape
+        # (B, H, T_k, dh): each query head's keys and values. A transient copy under MQA/GQA; what is kept between
+        # decoding steps (the KV cache) has H_kv heads, which is where MQA/GQA save memory
+        k_all, v_all = repeat_kv(k, cfg.n_heads), repeat_kv(v, cfg.n_heads)
+        if internals is None:
             attn_mask = mask
             if bias is not None:  # fold the bias into a float mask: one fused kernel handles both
                 attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, dropout_p=self.dropout_p if self.training else 0.0, scale=cfg.scale
+                q, k_all, v_all, attn_mask=attn_mask, dropout_p=self.dropout_p if self.training else 0.0, scale=cfg.scale
             )  # (B, H, T, dh)
         else:
-            res = attention(q, k, v, mask=mask, scale=cfg.scale, bias=bias)
+            res = attention(q, k_all, v_all, mask=mask, scale=cfg.scale, bias=bias)
             probs = F.dropout(res.probs, self.dropout_p, self.training)
-            out = torch.matmul(probs, v)  # (B, H, T, dh)
-            cache[f"{name}.q"], cache[f"{name}.k"], cache[f"{name}.v"] = q, k, v
-            cache[f"{name}.scores"], cache[f"{name}.probs"] = res.scores, res.probs
-        out = out.transpose(1, 2).reshape(b, t, d)  # (B, H, T, dh) -> (B, T, d)
+            out = torch.matmul(probs, v_all)  # (B, H, T, dh)
+            internals[f"{name}.q"], internals[f"{name}.k"], internals[f"{name}.v"] = q, k, v
+            internals[f"{name}.scores"], internals[f"{name}.probs"] = res.scores, res.probs
+        out = out.transpose(1, 2).reshape(b, t, cfg.d_model)  # (B, H, T, dh) -> (B, T, d)
         return self.output(out)
 
-    def _mask(self, keep, t, device):
-        """(B, 1, T, T) bool, or None when nothing is masked (lets the fused kernel skip the mask)."""
-        if keep is None and not (self.cfg.causal or self.cfg.mask_self):
+    def _mask(self, keep, t_q, t_k, device):
+        """(B, 1, T_q, T_k) bool, or None when nothing is masked (lets the fused kernel skip the mask).
+        The queries are the last T_q of the T_k positions (T_q < T_k when earlier keys come from a KV cache)."""
+        causal = self.cfg.causal and t_q > 1  # a single query, the newest position, may see every key
+        if keep is None and not (causal or self.cfg.mask_self):
             return None
-        mask = torch.ones(1, 1, 1, t, dtype=torch.bool, device=device) if keep is None else keep[:, None, None, :]
-        if self.cfg.causal:
-            mask = mask & torch.ones(t, t, dtype=torch.bool, device=device).tril()
+        mask = torch.ones(1, 1, 1, t_k, dtype=torch.bool, device=device) if keep is None else keep[:, None, None, :]
+        q_pos = torch.arange(t_k - t_q, t_k, device=device)[:, None]  # (T_q, 1)
+        k_pos = torch.arange(t_k, device=device)[None, :]              # (1, T_k)
+        if causal:
+            mask = mask & (k_pos <= q_pos)
         if self.cfg.mask_self:
-            mask = mask & ~torch.eye(t, dtype=torch.bool, device=device)
-        return mask.expand(-1, 1, t, t)  # padding keys (and future / self, if asked) are never attended
+            mask = mask & (k_pos != q_pos)
+        return mask.expand(-1, 1, t_q, t_k)  # padding keys (and future / self, if asked) are never attended
+
+
+def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, H_kv, T, dh) -> (B, n_heads, T, dh): key/value head j serves query heads j*g .. j*g + g - 1,
+    g = n_heads / H_kv (the grouping of Ainslie et al. 2023 and of HF's repeat_kv). The input itself when H_kv = n_heads."""
+    b, h_kv, t, dh = x.shape
+    if h_kv == n_heads:
+        return x
+    return x[:, :, None].expand(b, h_kv, n_heads // h_kv, t, dh).reshape(b, n_heads, t, dh)
+
+
+# MiniBertConfig.activation -> the FFN's nonlinearity
+ACTIVATIONS = {
+    "gelu": F.gelu,                                # BERT's exact (erf) GELU
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),  # GPT-2's "gelu_new" (Hendrycks & Gimpel's tanh form)
+    "relu": F.relu,                                # Vaswani et al. 2017, eq. 2
+}
 
 
 class FeedForward(nn.Module):
@@ -141,9 +189,10 @@ class FeedForward(nn.Module):
         super().__init__()
         self.intermediate = nn.Linear(cfg.d_model, cfg.d_ff)
         self.output = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.activation = ACTIVATIONS[cfg.activation]
 
     def forward(self, x):
-        return self.output(F.gelu(self.intermediate(x)))  # BERT's exact (erf) GELU
+        return self.output(self.activation(self.intermediate(x)))
 
 
 class EncoderLayer(nn.Module):
@@ -197,22 +246,12 @@ class MiniBert(nn.Module):
             nn.init.normal_(self.embeddings.word_embeddings.weight, std=cfg.embed_init_std)
 
     def _init_weights(self, module):
-        std = self.cfg.init_std
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=std)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        init_weights(module, self.cfg.init_std)
 
     # -- inputs --------------------------------------------------------------------------------
     def _validate(self, input_ids, token_type_ids, attention_mask):
-        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
-            raise ValueError(f"input_ids must be a (B, T) long tensor, got {getattr(input_ids, 'shape', type(input_ids))}")
+        check_ids("input_ids", input_ids, self.cfg.vocab_size)
         b, t = input_ids.shape
-        if b == 0 or t == 0:
-            raise ValueError(f"input_ids is empty (shape {(b, t)}): there is nothing to encode")
-        lo, hi = int(input_ids.min()), int(input_ids.max())
-        if lo < 0 or hi >= self.cfg.vocab_size:
-            raise ValueError(f"input_ids must lie in [0, vocab_size={self.cfg.vocab_size}), got values in [{lo}, {hi}]")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         elif token_type_ids.shape != input_ids.shape:
@@ -264,3 +303,23 @@ class MiniBert(nn.Module):
     def num_parameters(self, include_heads: bool = False) -> int:
         skip = () if include_heads else ("mlm_", "pooler", "classifier")
         return sum(p.numel() for n, p in self.named_parameters() if not n.startswith(skip))
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """BERT's initialisation (here plain normal, not truncated): weights N(0, std), biases 0. Use with model.apply."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+def check_ids(name: str, ids, vocab_size: int) -> None:
+    """A (B, T) long tensor of token ids in [0, vocab_size), not empty; otherwise ValueError naming `name`."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long:
+        raise ValueError(f"{name} must be a (B, T) long tensor, got {getattr(ids, 'shape', type(ids))}")
+    b, t = ids.shape
+    if b == 0 or t == 0:
+        raise ValueError(f"{name} is empty (shape {(b, t)}): there is nothing to encode")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= vocab_size:
+        raise ValueError(f"{name} must lie in [0, vocab_size={vocab_size}), got values in [{lo}, {hi}]")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 QALIB = Path(__file__).resolve().parent.parent / "qalib"
-CORE = ["config", "validate", "attention", "positions", "norms", "model", "pretrained", "data", "train", "presets",
+CORE = ["config", "validate", "attention", "positions", "norms", "model", "decoder", "kv_cache", "generate", "gpt2",
+        "pretrained", "data", "train", "presets",
         "probes", "parallel", "device", "seeding", "claims"]
 ABOVE_CORE = ("qalib.drawing", "qalib.widgets", "qalib.topics", "qalib.tools", "qalib.catalog", "qalib.testing",
               "qalib.style", "qalib.quiz")

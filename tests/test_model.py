@@ -1,6 +1,7 @@
 """Every config switch: forward and backward run, shapes are right, bad values are rejected."""
 
 import dataclasses
+import math
 import itertools
 from typing import get_args
 
@@ -8,8 +9,8 @@ import pytest
 import torch
 
 from qalib.attention import attention
-from qalib.config import SCALINGS, EmbedCombine, EmbedScale, Norm, NormPlacement, Positions, QKProjection
-from qalib.model import MiniBert, MiniBertConfig
+from qalib.config import SCALINGS, Activation, EmbedCombine, EmbedScale, Norm, NormPlacement, Positions, QKProjection
+from qalib.model import ACTIVATIONS, FeedForward, MiniBert, MiniBertConfig
 
 BASE = MiniBertConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=24)
 
@@ -24,6 +25,8 @@ SWITCHES = {  # every value of every Literal field: a new value is tested the mo
     "residual": [True, False],
     "causal": [True, False],
     "mask_self": [True, False],
+    "activation": list(get_args(Activation)),
+    "n_kv_heads": [1, 2, 4],  # not a Literal: every divisor of BASE.n_heads (MQA, GQA, MHA)
 }
 CASES = [(f, v) for f, vs in SWITCHES.items() for v in vs]
 
@@ -204,6 +207,11 @@ def test_sinusoidal_runs_longer_than_max_len_and_learned_explains_why_not():
         ({"rel_clip": -1}, "rel_clip"),
         ({"pos_base": 0.5}, r"MiniBertConfig.pos_base must be a finite number >= 1, got 0.5"),
         ({"norm_placement": "middle"}, "norm_placement"),
+        ({"activation": "swish"}, "MiniBertConfig.activation must be one of"),
+        ({"n_kv_heads": 3}, r"n_kv_heads must be None or an int >= 1 that divides n_heads \(4\)"),
+        ({"n_kv_heads": 0}, "n_kv_heads"),
+        ({"n_kv_heads": 2, "qk": "shared"}, "qk='shared' needs n_kv_heads == n_heads"),
+        ({"n_kv_heads": 2, "pos": "relative_key_query"}, "relative_key_query' needs n_kv_heads == n_heads"),
     ],
 )
 def test_bad_config_names_the_field(changes, needle):
@@ -258,3 +266,28 @@ def test_batch_norm_variants_differ_only_with_padding():
 def test_all_pairs_of_positions_and_norms_build():
     for pos, norm in itertools.product(SWITCHES["pos"], SWITCHES["norm"]):
         MiniBert(BASE.replace(pos=pos, norm=norm))(torch.randint(5, 40, (2, 6)))
+
+
+def test_activation_registry_matches_the_literal_and_the_formulas():
+    assert set(ACTIVATIONS) == set(get_args(Activation))
+    x = torch.linspace(-4, 4, 101)
+    tanh_gelu = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))  # GPT-2's gelu_new
+    expected = {"gelu": 0.5 * x * (1 + torch.erf(x / math.sqrt(2))), "gelu_tanh": tanh_gelu, "relu": x.clamp(min=0)}
+    for name, formula in expected.items():
+        ffn = FeedForward(BASE.replace(activation=name))
+        with torch.no_grad():
+            ffn.intermediate.weight.copy_(torch.ones(64, 32) / 32)
+            ffn.intermediate.bias.zero_()
+        assert torch.allclose(ffn.activation(x), formula, atol=1e-6), name
+        h = torch.ones(1, 101, 32) * x[None, :, None]  # each token's intermediate units all equal x
+        assert torch.allclose(ffn(h), ffn.output(formula[None, :, None].expand(1, 101, 64)), atol=1e-5), name
+
+
+def test_grouped_kv_heads_shrink_the_projection_and_the_internals():
+    for n_kv in (1, 2):
+        model = MiniBert(BASE.replace(n_kv_heads=n_kv))
+        assert model.layers[0].attention.qkv.weight.shape == (32 + 2 * n_kv * 8, 32)  # [q | k | v], d_head = 8
+        internals = model(torch.randint(5, 40, (2, 6)), return_internals=True).internals
+        assert internals["layer0.q"].shape == (2, 4, 6, 8)
+        assert internals["layer0.k"].shape == internals["layer0.v"].shape == (2, n_kv, 6, 8)
+        assert internals["layer0.probs"].shape == (2, 4, 6, 6)  # one pattern per query head

@@ -5,8 +5,10 @@
     3. MiniBert vs transformers.BertForMaskedLM, same config and batch, training and inference tokens/s,
        and the fraction of this machine's measured matmul throughput the training step reaches
     4. the notebooks' wall-clock statements (bench_timing): the notebooks print their timings, this judges them
+    5. the decoder (bench_decoder): generation with vs without the KV cache, vs GPT2LMHeadModel.generate, and the
+       cache's bytes vs the formula
 
-    python -m qalib.tools.bench [--only notebooks|redraw|model|timing] [--topic TEXT]
+    python -m qalib.tools.bench [--only notebooks|redraw|model|timing|decoder] [--topic TEXT]
 
 --topic limits the notebooks and demos to those whose notebook name contains TEXT (e.g. --topic 05).
 """
@@ -104,13 +106,17 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["notebooks", "redraw", "model", "timing"])
+    parser.add_argument("--only", choices=["notebooks", "redraw", "model", "timing", "decoder"])
     parser.add_argument("--topic", default="", help="only notebooks and demos whose notebook name contains this")
     args = parser.parse_args()
     if args.only in (None, "model"):
         from qalib.tools.bench_model import bench_model
 
         bench_model()
+    if args.only in (None, "decoder"):
+        from qalib.tools.bench_decoder import bench_decoder
+
+        bench_decoder()
     if args.only in (None, "timing"):
         from qalib.tools.bench_timing import bench_timings
 
