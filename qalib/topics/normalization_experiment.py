@@ -323,6 +323,7 @@ def checkpoint_norm_tensors(path=None) -> dict:
             "n_tensors": len(names)}
 
 
+@torch.no_grad()
 def batch_independence(model: MiniBert, tokenizer, first: str, second: str) -> dict:
     """Encode `first` alone, then in a batch with a longer `second` (first padded with [PAD], mask 0).
 
