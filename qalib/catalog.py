@@ -59,8 +59,8 @@ CATALOG = [
     Entry("05_shared_qk.ipynb", "qalib.topics.shared_qk", "qalib.topics.shared_qk_experiment",
           "Why do queries and keys use different weight matrices?",
           "With W_q = W_k the scores are a symmetric PSD matrix: each token's score with itself tends to win its "
-          "row, and 'previous' scores like 'next', so a shared head fails the previous-token task that separate "
-          "matrices solve.",
+          "row, and 'previous' scores like 'next', so in a one-layer toy with rotary (relative) positions a shared head "
+          "fails the previous-token task that separate matrices solve.",
           "d, tokens, input kind and tied/separate"),
     Entry("06_layernorm_vs_batchnorm.ipynb", "qalib.topics.normalization", "qalib.topics.normalization_experiment",
           "Why LayerNorm and not BatchNorm?",

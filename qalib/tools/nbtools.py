@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
             print(("stripped " if strip(p) else "clean    ") + str(p))
         else:
             nb, secs = execute(p, timeout=args.timeout)
-            print(f"{p.name}: {secs:.1f} s, {ticks(nb)} claims checked")
+            print(f"{p.name}: {secs:.1f} s, {ticks(nb)} measurements")
     return 0
 
 
