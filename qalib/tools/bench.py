@@ -34,7 +34,7 @@ def bench_notebooks(topic: str = "") -> None:
         nb, secs = execute(path, timeout=600)
         total += secs
         flag = "ok " if secs <= 60 else "SLOW"
-        print(f"  {flag} {path.name:40s} {secs:6.1f} s  {ticks(nb):3d} claims")
+        print(f"  {flag} {path.name:40s} {secs:6.1f} s  {ticks(nb):3d} measurements")
     print(f"  {'ok ' if total <= 300 else 'SLOW'} {'all notebooks':40s} {total:6.1f} s")
 
 
