@@ -76,9 +76,9 @@ CATALOG = [
           "qalib.topics.relative_positions", "qalib.topics.relative_positions_experiment",
           "How do relative position embeddings work?",
           "They add a term depending on j - i to the attention score (Shaw, T5, ALiBi) or rotate q and k (RoPE). In a "
-          "one-layer toy the clip must exceed the offset the task needs, and the offset-based schemes keep their "
-          "accuracy at twice the training length; running longer is not working longer (RoPE LMs need position "
-          "interpolation or YaRN).",
+          "one-layer toy the clip must exceed the offset the task needs; Shaw (k = 3) and rotary keep their accuracy "
+          "at twice the training length, symmetric ALiBi cannot express the task, and T5 was not run; running longer "
+          "is not working longer (RoPE LMs need position interpolation or YaRN).",
           "clipping distance and method"),
     Entry("09_attention_random_walk.ipynb", "qalib.topics.random_walk", "qalib.topics.random_walk_experiment",
           "Is attention a random walk over the tokens?",
