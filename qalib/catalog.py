@@ -76,9 +76,9 @@ CATALOG = [
           "qalib.topics.relative_positions", "qalib.topics.relative_positions_experiment",
           "How do relative position embeddings work?",
           "They add a term depending on j - i to the attention score (Shaw, T5, ALiBi) or rotate q and k (RoPE). In a "
-          "one-layer toy the clip must exceed the offset the task needs, and the offset-based schemes keep their "
-          "accuracy at twice the training length; running longer is not working longer (RoPE LMs need position "
-          "interpolation or YaRN).",
+          "one-layer toy the clip must exceed the offset the task needs; Shaw (k = 3) and rotary keep their accuracy "
+          "at twice the training length, symmetric ALiBi cannot express the task, and T5 was not run; running longer "
+          "is not working longer (RoPE LMs need position interpolation or YaRN).",
           "clipping distance and method"),
     Entry("09_attention_random_walk.ipynb", "qalib.topics.random_walk", "qalib.topics.random_walk_experiment",
           "Is attention a random walk over the tokens?",
@@ -90,7 +90,7 @@ CATALOG = [
     Entry("10_residuals_ffn_masks.ipynb", "qalib.topics.block_parts", "qalib.topics.block_parts_experiment",
           "What do residuals, the FFN and the masks do, and what does attention cost?",
           "Residuals give every layer an identity path for activations and gradients (without them a post-LN stack "
-          "sends the same gradient to every position and cannot learn); with fixed attention weights a layer is "
+          "sends the same gradient to every position, and a 6-layer one stayed near chance on a copy task in our budget); with fixed attention weights a layer is "
           "linear in V, so the FFN supplies the learned per-token nonlinearity; masks stop information from future "
           "or padded tokens; the scores cost O(T^2) memory and O(T^2 d) time, Linformer's fixed-k projection O(T k).",
           "sequence length and Linformer's k; mask type; depth, residuals and norm"),
