@@ -41,7 +41,7 @@ CATALOG = [
           "Why sin AND cos in positional encoding, and why 10000?",
           "Pairs (sin, cos) of one frequency let a fixed rotation M_k map PE(p) to PE(p+k) for every p; sin alone "
           "cannot. 10000 stretches the wavelengths to ~2*pi*10^4, so a larger offset still means a more different "
-          "encoding over thousands of positions (small bases stay distinct but lose that order). A learned table did as "
+          "encoding over 2048 positions (bases 20 and 100 keep positions distinct but lose that order). A learned table did as "
           "well in translation (Table 3 row E); BERT never compared the two.",
           "base, d_model and length; the offset k and its rotation"),
     Entry("03_embedding_scale.ipynb", "qalib.topics.embedding_scale", "qalib.topics.embedding_scale_experiment",
@@ -53,7 +53,7 @@ CATALOG = [
     Entry("04_bert_embedding_sum.ipynb", "qalib.topics.embedding_sum", "qalib.topics.embedding_sum_experiment",
           "Why can BERT add its token, segment and position embeddings?",
           "The sum equals concatenated one-hots times stacked tables, and concat-then-project is itself a sum, "
-          "with 3d^2 + d more parameters. Exact linear unmixing would need d >= V+S+P, yet in MiniLM linear probes "
+          "with 3d^2 + d more parameters. Exact linear unmixing is guaranteed from d = V+S+P-2, yet in MiniLM linear probes "
           "read segment and position out of the sum, and the nearest word row gives the token.",
           "a sentence pair you type; d_model and table sizes"),
     Entry("05_shared_qk.ipynb", "qalib.topics.shared_qk", "qalib.topics.shared_qk_experiment",
