@@ -280,21 +280,6 @@ def test_finite_values():
     assert not finite_values(torch.tensor([float("inf")]))
 
 
-def test_quiz_grades_and_reports():
-    from qalib.quiz import Question, Quiz, grade
-
-    q = Question("2 + 2?", ["3", "4"], 1, "Arithmetic.")
-    assert grade(q, 1)[0] and not grade(q, 0)[0] and "4" in grade(q, 0)[1]
-    assert grade(q, None) == (False, "Pick an answer first.")
-    quiz = Quiz([q])
-    quiz.choices[0].value = 0
-    assert quiz.check(0) is False and "Not quite" in quiz.feedback[0].value
-    quiz.choices[0].value = 1
-    assert quiz.check(0) is True
-    with pytest.raises(ValueError, match="answer index"):
-        Question("?", ["a", "b"], 2, "")
-
-
 def test_one_thread_restores_the_thread_count_also_when_nested():
     from qalib.device import one_thread
 
