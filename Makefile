@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser lab test test-fast bench site present lock clean-venv strip
+.PHONY: setup browser lab test test-fast bench site present interview lock clean-venv strip
 
 setup: $(STAMP) browser
 
@@ -47,6 +47,10 @@ bench: setup
 NB ?= 01_scaled_attention
 present: setup
 	QALIB_STYLE=talk $(VENV)/bin/voila notebooks/$(NB).ipynb --strip_sources=True
+
+# The mock interview as an app: questions from every drill; progress in ~/.qalib/progress.json ($$QALIB_PROGRESS).
+interview: setup
+	$(VENV)/bin/voila notebooks/mock_interview.ipynb --strip_sources=True
 
 site: setup
 	$(PY) -m qalib.tools.site

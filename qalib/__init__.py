@@ -21,7 +21,9 @@ Notebook support:
     claims       -- the three kinds of statement: check (✓ a measurement), identity (≡), quote (❝)
     drawing      -- matplotlib only: live artists, limits, labels, bars and the axis helpers plots share
     widgets      -- Demo: compute function -> plot function -> ipywidgets controls
-    quiz         -- the self-check quizzes of the interview drills
+    quiz         -- each notebook's drill (follow-ups, self-check quiz) read from qalib/drills/<notebook>.toml
+    interview    -- the mock interview: questions from every drill, asked in spaced-repetition order
+    progress     -- the mock interview's Leitner boxes in one local file (atomic, locked, bad files set aside)
     catalog      -- the registry: each notebook with its question, short answer, topic and experiment module
     topics/      -- per notebook: <topic>.py (compute, plot, demos), <topic>_experiment.py (the training runs)
 Around the collection (not teaching code; no notebook imports these):

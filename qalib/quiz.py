@@ -195,11 +195,8 @@ class FollowUps:
 
         f = self.follow_ups[i]
         text = f"{f.answer.strip()}\n\n{section_link(f.section)}"
-        self.answers[i].clear_output()
-        with self.answers[i]:
-            from IPython.display import display
-
-            display(Markdown(text))
+        self.answers[i].outputs = ()  # not clear_output(): setting the trait works in every front end
+        self.answers[i].append_display_data(Markdown(text))
         return text
 
 

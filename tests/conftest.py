@@ -1,6 +1,8 @@
 import ipaddress
 import os
 import socket
+import tempfile
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -8,6 +10,9 @@ import pytest
 matplotlib.use("Agg")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the HF reference must never reach a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The mock interview's progress file: never the student's own ~/.qalib/progress.json. Set before any kernel or
+# Jupyter server starts, so they inherit it.
+os.environ["QALIB_PROGRESS"] = str(Path(tempfile.mkdtemp(prefix="qalib-progress-")) / "progress.json")
 
 NOTEBOOK_TIMES: dict[str, tuple[float, int]] = {}
 CLAIM_RUNS: dict[str, dict[str, list[str]]] = {}  # notebook -> {run: its claim lines}

@@ -10,9 +10,9 @@ import pytest
 QALIB = Path(__file__).resolve().parent.parent / "qalib"
 CORE = ["config", "validate", "attention", "positions", "norms", "model", "decoder", "kv_cache", "generate", "gpt2",
         "pretrained", "data", "train", "presets",
-        "probes", "parallel", "device", "seeding", "claims"]
+        "probes", "parallel", "device", "seeding", "claims", "progress"]
 ABOVE_CORE = ("qalib.drawing", "qalib.widgets", "qalib.topics", "qalib.tools", "qalib.catalog", "qalib.testing",
-              "qalib.style", "qalib.quiz")
+              "qalib.style", "qalib.quiz", "qalib.interview")
 ALLOWED = {name: ABOVE_CORE for name in CORE} | {"drawing": ("qalib",)}
 
 
@@ -36,5 +36,5 @@ def test_a_lower_layer_does_not_import_a_higher_one(module):
 
 def test_every_core_module_is_named():
     """A new module at the top of qalib/ is placed in a layer on purpose (here and in ARCHITECTURE.md)."""
-    placed = set(CORE) | {"drawing", "widgets", "testing", "style", "quiz", "catalog", "__init__"}
+    placed = set(CORE) | {"drawing", "widgets", "testing", "style", "quiz", "interview", "catalog", "__init__"}
     assert {p.stem for p in QALIB.glob("*.py")} == placed

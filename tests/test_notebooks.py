@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import torch
 
-from qalib.tools.nbtools import execute, has_outputs, notebook_paths, statement_lines, tick_lines
+from qalib.tools.nbtools import execute, has_outputs, is_topic, notebook_paths, statement_lines, tick_lines
 
 from conftest import NOTEBOOK_TIMES, record_claims
 
@@ -48,10 +48,10 @@ def test_notebook_executes_and_checks_its_claims(path):
     nb, seconds = execute(path, timeout=300)
     measurements = tick_lines(nb)
     NOTEBOOK_TIMES[path.name] = (seconds, len(measurements))
-    if not path.name.startswith("00_"):
+    if is_topic(path):
         assert len(measurements) >= 5, (f"{path.name} made only {len(measurements)} measurements; every topic "
                                         "notebook verifies its claims")
-    if not path.name.startswith("00_") and not torch.cuda.is_available():  # the README counts the CPU run
+    if is_topic(path) and not torch.cuda.is_available():  # the README counts the CPU run
         assert readme_measurements(path.name) == len(measurements), (
             f"README.md's table gives {readme_measurements(path.name)} measurements for {path.name}; the run made "
             f"{len(measurements)}")

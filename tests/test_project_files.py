@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from qalib.catalog import CATALOG
-from qalib.tools.nbtools import notebook_paths
+from qalib.tools.nbtools import is_topic, notebook_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_NAMES = {"torch": "pytorch"}  # conda-forge spells a few packages differently
@@ -54,7 +54,7 @@ def test_readme_lists_every_notebook_and_the_two_commands():
 def test_catalog_covers_every_topic_notebook():
     files = {e.file for e in CATALOG}
     for path in notebook_paths():
-        if not path.name.startswith("00_"):
+        if is_topic(path):
             assert path.name in files, f"{path.name} is missing from qalib/catalog.py"
 
 

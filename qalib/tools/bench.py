@@ -26,11 +26,11 @@ from qalib.testing import sweep_values
 
 
 def bench_notebooks(topic: str = "") -> None:
-    from qalib.tools.nbtools import execute, notebook_paths, ticks
+    from qalib.tools.nbtools import collection_paths, execute, ticks
 
     print("\n== notebooks: headless execution (target <= 60 s each, <= 300 s total)")
     total = 0.0
-    for path in [p for p in notebook_paths() if topic in p.stem]:
+    for path in [p for p in collection_paths() if topic in p.stem]:
         nb, secs = execute(path, timeout=600)
         total += secs
         flag = "ok " if secs <= 60 else "SLOW"

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+import re
 import time
 from pathlib import Path
 
@@ -18,7 +19,18 @@ from qalib.tools.paths import NOTEBOOKS
 
 
 def notebook_paths() -> list[Path]:
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    """Every notebook: the numbered collection (00 and the topics), then the practice notebooks (unnumbered)."""
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def collection_paths() -> list[Path]:
+    """The numbered notebooks: 00_start_here and one per topic question."""
+    return [p for p in notebook_paths() if re.match(r"\d\d_", p.name)]
+
+
+def is_topic(path: Path) -> bool:
+    """A topic notebook answers one question (01_ onwards); 00_start_here and the practice notebooks do not."""
+    return bool(re.match(r"\d\d_", path.name)) and not path.name.startswith("00_")
 
 
 def has_outputs(nb) -> bool:

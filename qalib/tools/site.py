@@ -22,7 +22,7 @@ import nbformat
 from nbconvert import HTMLExporter
 
 from qalib.catalog import CATALOG
-from qalib.tools.nbtools import execute, notebook_paths, ticks
+from qalib.tools.nbtools import collection_paths, execute, ticks
 from qalib.tools.paths import ROOT
 
 TEMPLATES = Path(__file__).parent / "site_templates"
@@ -127,7 +127,7 @@ def build(out_dir: Path, only: list[str] | None = None) -> dict[str, tuple[float
     copy_mathjax(out_dir / "mathjax")
     exporter = offline_exporter()
     built = {}
-    for path in notebook_paths():
+    for path in collection_paths():
         if only and path.stem not in only:
             continue
         nb, secs = execute(path, timeout=600, store_widget_state=True)

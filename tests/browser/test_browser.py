@@ -14,7 +14,7 @@ import pytest
 
 import nbformat
 
-from qalib.tools.nbtools import notebook_paths, statement_lines
+from qalib.tools.nbtools import is_topic, notebook_paths, statement_lines
 
 from conftest import record_claims
 from lab_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SCREENSHOTS, server
@@ -157,7 +157,7 @@ def test_notebook_runs_and_every_demo_responds(browser, lab, name):
         record_claims(name, "JupyterLab", _saved_claims(page, served / "notebooks" / name))
         demos = page.locator(".qalib-demo")
         n = demos.count()
-        if not name.startswith("00_"):
+        if is_topic(Path(name)):
             assert n >= 2, f"{name}: expected at least 2 demos, found {n}"
         for i in range(n):
             demo = demos.nth(i)
@@ -178,7 +178,7 @@ def test_notebook_runs_and_every_demo_responds(browser, lab, name):
 
 @pytest.mark.timeout(300)
 def test_presenter_view_hides_code_and_controls_work(browser):
-    topic = [n for n in NOTEBOOKS if not n.startswith("00_")]
+    topic = [n for n in NOTEBOOKS if is_topic(Path(n))]
     name = topic[0] if topic else NOTEBOOKS[0]
     with server("voila", notebook=name) as (url, token, _):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -223,3 +223,67 @@ def test_site_pages_typeset_formulas_with_the_network_blocked(browser, tmp_path)
     assert page.locator(".MathJax_Error, merror").count() == 0
     assert fetched_elsewhere == []
     page.close()
+
+
+def _open_and_run_all(page, url: str, token: str, name: str) -> None:
+    page.goto(f"{url}/lab/tree/notebooks/{name}?reset&token={token}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    _wait_idle(page, 90)
+    _menu(page, "Run", "Run All Cells")
+    _wait_idle(page, 120)
+
+
+def _restart_and_run_all(page) -> None:
+    _menu(page, "Kernel", "Restart Kernel and Run All Cells")
+    page.locator(".jp-Dialog-button.jp-mod-accept").first.click()
+    _wait(lambda: page.locator(".qalib-interview").count() == 0 or _kernel_idle(page) is False, 30, "the restart")
+    _wait_idle(page, 120)
+    page.wait_for_selector(".qalib-interview", timeout=60_000)
+
+
+def _interview_status(page) -> str:
+    return page.locator(".qalib-interview .widget-html").all_inner_texts()
+
+
+@pytest.mark.timeout(400)
+def test_mock_interview_keeps_progress_across_a_restart_and_sets_a_corrupt_file_aside(browser, lab):
+    """Answer three questions as a student would, restart the kernel: the progress is still there. Then corrupt
+    the file: the interview says it was set aside, and the bad file is kept under another name."""
+    progress = Path(os.environ["QALIB_PROGRESS"])  # set by conftest, inherited by the Jupyter server's kernels
+    for old in progress.parent.glob(progress.name + "*"):
+        old.unlink()
+    url, token, _ = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        _open_and_run_all(page, url, token, "mock_interview.ipynb")
+        interview = page.locator(".qalib-interview")
+        interview.wait_for(timeout=60_000)
+        for i in range(3):
+            answered = f"{i + 1} in this session"
+            reveal = interview.locator("button:visible", has_text="Reveal answer")
+            check = interview.locator("button:visible", has_text="Check")
+            _wait(lambda: reveal.count() + check.count() > 0, 30, "the next question")
+            if reveal.count():
+                interview.locator("textarea").fill("<b>my answer</b>")
+                reveal.click()
+                interview.locator("button:visible", has_text="I missed it" if i == 0 else "I knew it").click()
+            else:
+                interview.locator(".widget-radio input[type=radio], .widget-radio-box input").first.check()
+                check.click()
+                _wait(lambda: any(answered in t for t in _interview_status(page)), 30, "the answer to be recorded")
+                interview.locator("button:visible", has_text="Next question").click()
+            _wait(lambda: any(answered in t for t in _interview_status(page)), 30, f"answer {i + 1} to be recorded")
+        assert progress.is_file(), "no progress file was written"
+        _restart_and_run_all(page)
+        _wait(lambda: any("3 answers in all" in t for t in _interview_status(page)), 30, "the kept progress")
+        assert not _errors(page), _errors(page)[0][:2000]
+
+        progress.write_text("{ this is not json")
+        _restart_and_run_all(page)
+        _wait(lambda: any("could not be read" in t for t in _interview_status(page)), 30, "the set-aside message")
+        aside = list(progress.parent.glob(progress.name + ".unreadable-*"))
+        assert len(aside) == 1 and aside[0].read_text() == "{ this is not json"
+        assert any("0 answers in all" in t for t in _interview_status(page))
+        page.screenshot(path=str(SCREENSHOTS / "mock-interview.png"))
+    finally:
+        page.close()
