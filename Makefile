@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser lab test test-fast bench site present interview lock clean-venv strip
+.PHONY: setup browser lab test test-fast bench site present interview cheatsheet lock clean-venv strip
 
 setup: $(STAMP) browser
 
@@ -51,6 +51,10 @@ present: setup
 # The mock interview as an app: questions from every drill; progress in ~/.qalib/progress.json ($$QALIB_PROGRESS).
 interview: setup
 	$(VENV)/bin/voila notebooks/mock_interview.ipynb --strip_sources=True
+
+# One page of short answers, formulas and follow-ups: cheatsheet/cheatsheet.html and .pdf (offline).
+cheatsheet: setup
+	$(PY) -m qalib.tools.cheatsheet --out cheatsheet
 
 site: setup
 	$(PY) -m qalib.tools.site
