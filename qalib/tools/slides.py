@@ -1,0 +1,217 @@
+"""`make slides`: one self-contained reveal.js deck per notebook, for teaching from slides.
+
+    python -m qalib.tools.slides [01_scaled_attention ...] [--out slides]   # build (executes each notebook)
+    python -m qalib.tools.slides --mark [01_scaled_attention ...]           # (re)write the cells' slide metadata
+
+Slide boundaries are the cells' own `slideshow.slide_type` metadata, which the notebooks carry (`--mark` sets it
+from their headings: a `##` section starts a slide, a `###` step a vertical sub-slide, the set-up cell is
+skipped). Building then turns the executed notebook into a deck:
+- each slide keeps its heading, its display formulas and the lead sentence of each paragraph; the full
+  explanation goes into the speaker notes (press S in the deck);
+- code is hidden; figures, demo figures (in the state the run left them) and the ✓ / ≡ / ❝ lines stay;
+- the drill's follow-ups become sub-slides: the question, then the answer on the next click (a fragment).
+reveal.js comes from the files the sphinx-revealjs package bundles and MathJax from jupyter-server-mathjax, both
+copied next to the decks: nothing is fetched from a network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+from nbconvert import SlidesExporter
+
+from qalib import quiz
+from qalib.claims import MARKS
+from qalib.tools.nbtools import collection_paths, execute
+from qalib.tools.paths import ROOT
+from qalib.tools.site import MATHJAX_URL, copy_mathjax, staticize
+
+TEMPLATES = Path(__file__).parent / "site_templates"
+REVEAL_DIR = "revealjs"  # next to the decks
+WIDTH, HEIGHT = 1280, 720
+
+
+# -- the boundaries, carried by the notebooks -------------------------------------------------------------------
+def slide_type_for(cell) -> str:
+    """What a cell is in the deck, from its own text: '##' heading -> a new slide, '###' -> a sub-slide, the set-up
+    cell -> skipped, anything else continues the slide it follows."""
+    first = next((line for line in cell.source.splitlines() if line.strip()), "")
+    if cell.cell_type == "markdown":
+        if re.match(r"#{1,2} ", first):
+            return "slide"
+        if first.startswith("### "):
+            return "subslide"
+        return "-"
+    if re.search(r"^import qalib$", cell.source, re.M):
+        return "skip"
+    return "-"
+
+
+def mark(path: Path) -> int:
+    """Write every cell's slideshow metadata; return how many cells changed."""
+    nb = nbformat.read(path, as_version=4)
+    changed = 0
+    for cell in nb.cells:
+        want = slide_type_for(cell)
+        if cell.metadata.get("slideshow", {}).get("slide_type") != want:
+            cell.metadata["slideshow"] = {"slide_type": want}
+            changed += 1
+    if changed:
+        nbformat.write(nb, path)
+    return changed
+
+
+# -- slide text and speaker notes -------------------------------------------------------------------------------
+DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.S)
+LEAD = re.compile(r"^(\*\*[^*]+\*\*[^.!?]*[.!?]?)")  # a paragraph that opens in bold: "**Prediction.** Without ..."
+
+
+def split_markdown(source: str) -> tuple[str, str]:
+    """(what the slide shows, the speaker notes). The slide keeps headings, display formulas and the bold lead
+    sentence of a paragraph; the notes get the whole text, so nothing of the explanation is lost."""
+    shown = []
+    for block in re.split(r"\n\s*\n", source):
+        text = block.strip()
+        if not text:
+            continue
+        if text.startswith("#"):
+            heading, _, rest = text.partition("\n")
+            shown.append(heading)
+            text = rest.strip()
+        shown += [m.group(0) for m in DISPLAY_MATH.finditer(text)]
+        lead = LEAD.match(text)
+        if lead:
+            shown.append(lead.group(1))
+    prose = DISPLAY_MATH.sub("", re.sub(r"^#.*$", "", source, flags=re.M)).strip()
+    return "\n\n".join(shown), prose
+
+
+def statement_output(lines: list[str]) -> dict:
+    return nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines) + "\n")
+
+
+def slim_outputs(cell) -> None:
+    """Keep what a slide can show: images, widget figures and HTML, and the ✓ / ≡ / ❝ lines (not dict reprs)."""
+    kept = []
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        if out.get("output_type") == "stream":
+            lines = [line for line in out.get("text", "").splitlines() if line.startswith(MARKS)]
+            if lines:
+                kept.append(statement_output(lines))
+        elif any(k.startswith("image/") or k == "text/html" for k in data):
+            kept.append(out)
+    cell.outputs = kept
+
+
+def drill_cells(stem: str) -> list:
+    """The follow-ups, one vertical sub-slide each: the question, then our answer's first sentence on the next
+    click (the whole answer in the notes)."""
+    cells = []
+    for i, f in enumerate(quiz.load(stem).follow_ups, 1):
+        short = re.split(r"(?<=[.!?])\s+", f.answer.strip())[0]
+        cells += [nbformat.v4.new_markdown_cell(f"### Follow-up {i}\n\n**{f.question}**",
+                                                metadata={"slideshow": {"slide_type": "subslide"}}),
+                  nbformat.v4.new_markdown_cell(short, metadata={"slideshow": {"slide_type": "fragment"}}),
+                  nbformat.v4.new_markdown_cell(f.answer, metadata={"slideshow": {"slide_type": "notes"}})]
+    return cells
+
+
+def deck_notebook(nb, stem: str):
+    """The executed notebook rewritten for the deck (see the module docstring). The notebook itself is not changed."""
+    nb = copy.deepcopy(nb)
+    staticize(nb)  # demo widgets -> their figure and control values, as the run left them
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        kind = cell.metadata.get("slideshow", {}).get("slide_type")
+        if kind is None:
+            raise ValueError(f"{stem}: cell {i} has no slideshow metadata; run `python -m qalib.tools.slides --mark {stem}`")
+        if kind == "skip":
+            continue
+        if cell.cell_type == "code" and re.search(r"^quiz\(", cell.source, re.M):
+            cells += drill_cells(stem)
+            continue
+        if cell.cell_type == "markdown":
+            shown, notes = (cell.source, "") if i == 0 else split_markdown(cell.source)
+            if shown or kind in ("slide", "subslide"):
+                cells.append(nbformat.v4.new_markdown_cell(shown, metadata={"slideshow": {"slide_type": kind}}))
+            if notes:
+                cells.append(nbformat.v4.new_markdown_cell(notes, metadata={"slideshow": {"slide_type": "notes"}}))
+            continue
+        slim_outputs(cell)
+        if cell.outputs:
+            cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+# -- the files ---------------------------------------------------------------------------------------------------
+def reveal_source() -> Path:
+    """reveal.js's dist/ and plugin/ as the sphinx-revealjs package ships them (found without importing it: its
+    module needs Sphinx, which qalib does not install)."""
+    spec = importlib.util.find_spec("sphinx_revealjs")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("reveal.js comes from the sphinx-revealjs package: `make setup` installs it "
+                                "(pip install --no-deps sphinx-revealjs)")
+    return Path(list(spec.submodule_search_locations)[0]) / "_static" / "revealjs"
+
+
+def exporter() -> SlidesExporter:
+    return SlidesExporter(template_file="offline_slides.html.j2", extra_template_paths=[str(TEMPLATES)],
+                          reveal_url_prefix=REVEAL_DIR, reveal_theme="white", reveal_width=str(WIDTH),
+                          reveal_height=str(HEIGHT), reveal_scroll=True, mathjax_url=MATHJAX_URL,
+                          exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+
+
+def build(stems: list[str] | None, out_dir: Path) -> list[Path]:
+    paths = [p for p in collection_paths() if not p.name.startswith("00_")]
+    if stems:
+        unknown = sorted(set(stems) - {p.stem for p in paths})
+        if unknown:
+            raise ValueError(f"no topic notebook named {unknown}; choose from {[p.stem for p in paths]}")
+        paths = [p for p in paths if p.stem in stems]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / REVEAL_DIR / "dist" / "reveal.js").exists():
+        shutil.copytree(reveal_source(), out_dir / REVEAL_DIR, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("*.map", "*.esm.js"))
+    copy_mathjax(out_dir / "mathjax")
+    written = []
+    for path in paths:
+        nb, seconds = execute(path, timeout=600, store_widget_state=True)
+        body, _ = exporter().from_notebook_node(deck_notebook(nb, path.stem))
+        target = out_dir / f"{path.stem}.html"
+        target.write_text(body, encoding="utf-8")
+        written.append(target)
+        print(f"  {target.name}  ({seconds:.1f} s to run the notebook)", flush=True)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build reveal.js decks from the notebooks (offline).")
+    parser.add_argument("notebooks", nargs="*", help="notebook stems (default: every topic notebook)")
+    parser.add_argument("--out", type=Path, default=ROOT / "slides")
+    parser.add_argument("--mark", action="store_true", help="write the cells' slide metadata instead of building")
+    args = parser.parse_args(argv)
+    if args.mark:
+        for path in collection_paths():
+            if not args.notebooks or path.stem in args.notebooks:
+                print(f"  {path.name}: {mark(path)} cells marked")
+        return 0
+    try:
+        written = build(args.notebooks or None, args.out)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"slides: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} decks to {args.out} (open one in a browser; S shows the speaker notes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
