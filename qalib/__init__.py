@@ -29,7 +29,7 @@ Notebook support:
     topics/      -- per notebook: <topic>.py (compute, plot, demos), <topic>_experiment.py (the training runs)
 Around the collection (not teaching code; no notebook imports these):
     testing      -- for the tests and the benchmark: finite results, values to sweep a control over
-    tools/       -- notebook runner, static site, benchmarks
+    tools/       -- notebook runner, static site, slide decks, cheat sheet, benchmarks
 """
 
 __version__ = "0.1.0"
