@@ -11,6 +11,7 @@ NaN or inf, or wrong values. Wrong values are diagnosed against the exercise's k
 from __future__ import annotations
 
 import html
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -111,6 +112,7 @@ def check(name: str, fn: Callable, time_limit: float = 5.0) -> CheckResult:
     cases = CASES[name]()
     failures: list[Failure] = []
     hints: tuple[str, ...] = ()
+    named_mistake = False
     for case in cases:
         args, kwargs = case.inputs()
         outcome = run_limited(fn, args, kwargs, time_limit)
@@ -135,8 +137,10 @@ def check(name: str, fn: Callable, time_limit: float = 5.0) -> CheckResult:
             _tensor_problem(name, case, outcome.value)
         if problem is None:
             continue
-        what, case_hints = problem
+        what, case_hints, named = problem
         failures.append(Failure(case.name, case.description, what))
+        if named and not named_mistake:  # a named mistake is the most useful hint, whichever case showed it
+            hints, named_mistake = case_hints, True
         hints = hints or case_hints
     if failures:
         return CheckResult(name, False, "failed", len(cases), failures, hints)
@@ -159,51 +163,54 @@ def _close(a: torch.Tensor, b: torch.Tensor, case: Case) -> bool:
 
 
 def _tensor_problem(name: str, case: Case, got):
-    """None if `got` matches the reference on this case, else (what went wrong, (hint 1, hint 2))."""
+    """None if `got` matches the reference on this case, else (what went wrong, (hint 1, hint 2), whether the hints
+    name a specific mistake)."""
     expected = _reference(name, case)
     labels = OUTPUT_NAMES.get(name, ("output",))
     if isinstance(expected, tuple):
         if not (isinstance(got, (tuple, list)) and len(got) == len(expected)):
             what = f"returned {type(got).__name__}, expected a tuple of {len(expected)} tensors ({', '.join(labels)})"
-            return what, ("Check what your function returns.", f"Return the tuple ({', '.join(labels)}).")
+            return what, ("Check what your function returns.", f"Return the tuple ({', '.join(labels)})."), False
     else:
         got, expected = (got,), (expected,)
     where = lambda label: "" if len(labels) == 1 else f"{label}: "  # noqa: E731
     for label, g, e in zip(labels, got, expected):
         if not isinstance(g, torch.Tensor):
             return (f"{where(label)}returned {type(g).__name__}, expected a torch.Tensor",
-                    ("Return a torch.Tensor.", "Build the result with torch operations, not Python lists or numpy."))
+                    ("Return a torch.Tensor.", "Build the result with torch operations, not Python lists or numpy."), False)
         if g.shape != e.shape:
             return (f"{where(label)}shape {tuple(g.shape)}, expected {tuple(e.shape)}",
-                    (f"The shape is wrong on case '{case.name}' ({case.description}).", SHAPE_HINTS[name]))
+                    (f"The shape is wrong on case '{case.name}' ({case.description}).", SHAPE_HINTS[name]), False)
         if g.dtype != e.dtype:
             return (f"{where(label)}dtype {g.dtype}, expected {e.dtype}",
                     (f"The dtype is wrong on case '{case.name}' ({case.description}).",
                      "Return the dtype the exercise states: for float inputs, that of the inputs (compute in higher "
-                     "precision if you like, then .to(x.dtype)); a mask is torch.bool."))
+                     "precision if you like, then .to(x.dtype)); a mask is torch.bool."), False)
         if g.is_floating_point() and not torch.isfinite(g).all() and torch.isfinite(e).all():
             return (f"{where(label)}{int((~torch.isfinite(g)).sum())} NaN or inf entries",
                     (f"Your output has NaN or inf on case '{case.name}' ({case.description}).",
-                     case.nan_hint or "Find the first step whose result is not finite: print each intermediate."))
+                     case.nan_hint or "Find the first step whose result is not finite: print each intermediate."),
+                    bool(case.nan_hint))
     for label, g, e in zip(labels, got, expected):
         if not _close(g, e, case):
             diff = (g.double() - e.double()).abs() if g.dtype != torch.bool else (g != e).double()
             what = f"{where(label)}wrong values: largest difference {diff.max().item():.3g}"
-            return what, _diagnose(name, case, got if len(got) > 1 else got[0], expected) or (
+            named = _diagnose(name, case, got, expected)
+            return what, named or (
                 f"The values are wrong on case '{case.name}' ({case.description}).",
                 f"Reproduce it with args, kwargs = exercises.case_inputs({name!r}, {case.name!r}) and check each "
-                "step's shape and values by hand on a small example.")
+                "step's shape and values by hand on a small example."), named is not None
     return None
 
 
 def _diagnose(name: str, case: Case, got, expected):
     """The hints of the first known mistake whose output the student's matches and the reference's does not."""
-    got = got if isinstance(got, tuple) else (got,)
-    expected = expected if isinstance(expected, tuple) else (expected,)
     for mistake in MISTAKES[name]:
         args, kwargs = case.inputs()
         try:
-            wrong = mistake.wrong(*args, **kwargs)
+            with warnings.catch_warnings():  # a mistake's own warnings (var with 0 degrees of freedom) are not news
+                warnings.simplefilter("ignore")
+                wrong = mistake.wrong(*args, **kwargs)
         except (RuntimeError, ValueError):  # this mistake cannot even run on this case, so it is not the student's
             continue
         wrong = wrong if isinstance(wrong, tuple) else (wrong,)
@@ -225,4 +232,4 @@ def _mlm_problems(case: Case, got, fn, time_limit: float):
     if not found:
         return None
     what, hint1, hint2 = found[0]
-    return "; ".join(p[0] for p in found), (hint1, hint2)
+    return "; ".join(p[0] for p in found), (hint1, hint2), True

@@ -35,6 +35,11 @@ def problems(ids: torch.Tensor, out, kwargs: dict, vocab_size: int, again) -> li
     p, m, r = kwargs.get("mlm_prob", 0.15), kwargs.get("mask_frac", 0.8), kwargs.get("random_frac", 0.1)
     special = ids < N_SPECIAL
     chosen = labels != IGNORE
+    if chosen.all():  # every other property then fails as a consequence: name the cause alone
+        return [("every position has a label",
+                 "Which positions should carry a label?",
+                 f"Only the chosen positions carry a label; every other one gets {IGNORE}, so that the loss skips it "
+                 "(BERT predicts only the masked tokens, Devlin et al. 2019, sec. 3.1).")]
     found: list[Problem] = []
     if (chosen & special).any():
         found.append(("a special token ([CLS], [SEP], [PAD]) was chosen for prediction",
