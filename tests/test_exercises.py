@@ -141,3 +141,15 @@ def test_timed_mode_reports_the_time_since_the_start():
     assert "5 min 30 s since the start (over the 5 min budget)" in repr(second)
     with pytest.raises(ValueError, match="minutes"):
         exercises.start("rope", minutes=0)
+
+
+def test_the_package_imports_only_the_model_core():
+    """Like a topic module it sits above the core; it needs no drawing, widgets, topics or tools."""
+    from pathlib import Path
+
+    from test_layers import CORE, qalib_imports
+
+    allowed = {"qalib.exercises"} | {f"qalib.{m}" for m in CORE}
+    for path in sorted((Path(exercises.__file__).parent).glob("*.py")):
+        used = {m for m in qalib_imports(path) if not m.startswith("qalib.exercises.")}
+        assert used <= allowed, f"{path.name} imports {used - allowed}"

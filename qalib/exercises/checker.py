@@ -21,7 +21,7 @@ from qalib.exercises import mlm, references
 from qalib.exercises.cases import CASES, Case
 from qalib.exercises.diagnose import MISTAKES
 from qalib.exercises.runner import run_limited
-from qalib.validate import choice, float_in
+from qalib.validate import choice, float_in, int_in
 
 NAMES = tuple(CASES)
 OUTPUT_NAMES = {"kv_cache_step": ("out", "new cache_k", "new cache_v")}
@@ -56,11 +56,11 @@ class CheckResult:
 
     def hint(self, level: int = 1) -> str:
         """The graded hints: 1 says where to look, 2 says what went wrong and how to fix it."""
-        level = int(float_in("level", level, 1, 2))
+        level = int_in("level", level, 1, 2)
         if self.passed:
             return "Passed: no hint needed."
-        if not self.hints:
-            return f"No hint: {self.status}."
+        if self.status == "not implemented yet":
+            return "Write the function first: the hints are about what your version gets wrong."
         return self.hints[min(level, len(self.hints)) - 1]
 
     def timing(self) -> str:
@@ -193,8 +193,10 @@ def _tensor_problem(name: str, case: Case, got):
                     bool(case.nan_hint))
     for label, g, e in zip(labels, got, expected):
         if not _close(g, e, case):
-            diff = (g.double() - e.double()).abs() if g.dtype != torch.bool else (g != e).double()
-            what = f"{where(label)}wrong values: largest difference {diff.max().item():.3g}"
+            if g.dtype == torch.bool:
+                what = f"{where(label)}wrong values: {int((g != e).sum())} of {e.numel()} entries differ"
+            else:
+                what = f"{where(label)}wrong values: largest difference {(g.double() - e.double()).abs().max().item():.3g}"
             named = _diagnose(name, case, got, expected)
             return what, named or (
                 f"The values are wrong on case '{case.name}' ({case.description}).",
