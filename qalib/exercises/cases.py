@@ -72,7 +72,7 @@ def attention_cases() -> list[Case]:
         Case("fully masked rows", "two queries whose mask row is all False: their output must be 0", (q, k, v),
              {"mask": full}, nan_hint="a query whose keys are all masked has softmax over all -inf, which is NaN; "
              "such a row has nothing to attend to, so give it probabilities 0 and output 0"),
-        Case("large logits", "q and k scaled by 30: scores near 900", (q * big, k * big, v), atol=1e-3, rtol=1e-3,
+        Case("large logits", "q and k scaled by 30: scores of order 900", (q * big, k * big, v), atol=1e-3, rtol=1e-3,
              nan_hint="exp(900) overflows to inf, and inf / inf is NaN: subtract each row's max before exp "
              "(torch.softmax does), which changes nothing mathematically"),
         Case("fp16", "float16 q, k, v with a causal mask: the output must be float16 too",

@@ -128,13 +128,18 @@ def check(name: str, fn: Callable, time_limit: float = 5.0) -> CheckResult:
             return CheckResult(name, False, "not implemented yet", len(cases))
         if outcome.error is not None:
             err = outcome.error
-            failures.append(Failure(case.name, case.description, f"raised {type(err).__name__}: {err}"))
+            failures.append(Failure(case.name, case.description, f"raised {_short(err)}"))
             hints = hints or (f"Your function raised {type(err).__name__} on case '{case.name}' ({case.description}).",
-                              f"The message was: {err}. Reproduce it with args, kwargs = "
+                              f"The message was: {_short(err)}. Reproduce it with args, kwargs = "
                               f"exercises.case_inputs({name!r}, {case.name!r}); then call your function on them.")
             continue
-        problem = _mlm_problems(case, outcome.value, fn, time_limit) if name == "mlm_mask" else \
-            _tensor_problem(name, case, outcome.value)
+        try:
+            problem = _mlm_problems(case, outcome.value, fn, time_limit) if name == "mlm_mask" else \
+                _tensor_problem(name, case, outcome.value)
+        except Exception as err:  # noqa: BLE001 - an output too odd to compare is the student's failure, not ours
+            problem = (f"returned an output the checker cannot compare ({_short(err)})",
+                       ("Check what your function returns.", "Return plain CPU torch tensors, as the exercise states."),
+                       False)
         if problem is None:
             continue
         what, case_hints, named = problem
@@ -145,6 +150,13 @@ def check(name: str, fn: Callable, time_limit: float = 5.0) -> CheckResult:
     if failures:
         return CheckResult(name, False, "failed", len(cases), failures, hints)
     return CheckResult(name, True, "passed", len(cases))
+
+
+def _short(err: BaseException, limit: int = 200) -> str:
+    """'Type: message', the message cut to its first line and `limit` characters (torch's can run to pages)."""
+    lines = str(err).strip().splitlines()
+    text = lines[0] if lines else ""
+    return f"{type(err).__name__}: {text[:limit]}{' ...' if len(text) > limit or len(lines) > 1 else ''}"
 
 
 def _reference(name: str, case: Case):
@@ -178,6 +190,14 @@ def _tensor_problem(name: str, case: Case, got):
         if not isinstance(g, torch.Tensor):
             return (f"{where(label)}returned {type(g).__name__}, expected a torch.Tensor",
                     ("Return a torch.Tensor.", "Build the result with torch operations, not Python lists or numpy."), False)
+        if g.layout != torch.strided:
+            return (f"{where(label)}a {g.layout} tensor, expected a dense one",
+                    ("Return a dense tensor.", "Build the result with dense torch operations (or call .to_dense())."),
+                    False)
+        if g.device != e.device:
+            return (f"{where(label)}a tensor on {g.device}, expected {e.device}",
+                    ("Return the result on the inputs' device.", "Do not move tensors to another device: the inputs "
+                     "are on the CPU, and so should the output be."), False)
         if g.shape != e.shape:
             return (f"{where(label)}shape {tuple(g.shape)}, expected {tuple(e.shape)}",
                     (f"The shape is wrong on case '{case.name}' ({case.description}).", SHAPE_HINTS[name]), False)
