@@ -158,7 +158,8 @@ def _attend(q, k, v, mask=None):
 
 def kv_only_new(q, k, v, cache_k, cache_v):
     t = q.shape[-2]
-    return _attend(q, k, v, torch.ones(t, t, dtype=torch.bool).tril()), torch.cat([cache_k, k], -2), torch.cat([cache_v, v], -2)
+    out = _attend(q, k, v, torch.ones(t, t, dtype=torch.bool).tril())  # the new tokens among themselves only
+    return out, torch.cat([cache_k, k], -2), torch.cat([cache_v, v], -2)
 
 
 def kv_no_causal(q, k, v, cache_k, cache_v):

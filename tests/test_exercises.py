@@ -76,7 +76,8 @@ def test_nan_wrong_shape_and_wrong_dtype_are_reported_plainly():
     shape = exercises.check("attention", lambda q, k, v, mask=None: v)
     assert "shape" in shape.failures[0].what and "(..., T_q, d_v)" in shape.hint(2)
     dtype = exercises.check("rope", lambda x, base=10000.0: references.rope(x.float()))
-    assert [f.case for f in dtype.failures] == ["fp16"] and "dtype torch.float32, expected torch.float16" in dtype.failures[0].what
+    assert [f.case for f in dtype.failures] == ["fp16"]
+    assert "dtype torch.float32, expected torch.float16" in dtype.failures[0].what
     meta = exercises.check("causal_mask", lambda T: torch.ones(T, T, dtype=torch.bool, device="meta"))
     assert "a tensor on meta, expected cpu" in meta.failures[0].what
     sparse = exercises.check("rope", lambda x, base=10000.0: references.rope(x).to_sparse())
@@ -127,7 +128,8 @@ def test_the_html_escapes_what_the_student_produced():
 
 def test_solutions_are_shown_folded_and_only_when_asked():
     shown = exercises.show_solution("rope")
-    assert "def rope" in shown and shown._repr_html_().startswith("<details")
+    assert "def rope" in shown and shown._repr_html_().startswith("<details class='qalib-solution'>")
+    assert "<details class='qalib-solution' open>" in exercises.show_stub("rope")._repr_html_()
     assert "raise NotImplementedError" in exercises.show_stub("rope")
 
 

@@ -32,29 +32,30 @@ def list_exercises() -> list[str]:
 
 
 class Source(str):
-    """Source code: plain text in a console, a folded block in a notebook (opened by a click)."""
+    """Source code: plain text in a console, a block in a notebook (a folded one opens with a click)."""
 
-    def __new__(cls, text: str, title: str):
+    def __new__(cls, text: str, title: str, folded: bool = True):
         obj = super().__new__(cls, text)
-        obj.title = title
+        obj.title, obj.folded = title, folded
         return obj
 
     def __repr__(self) -> str:
         return str(self)
 
     def _repr_html_(self) -> str:
-        return (f"<details class='qalib-solution'><summary>{html.escape(self.title)} (click to open)</summary>"
+        state = "" if self.folded else " open"
+        return (f"<details class='qalib-solution'{state}><summary>{html.escape(self.title)}</summary>"
                 f"<pre>{html.escape(str(self))}</pre></details>")
 
 
 def show_stub(name: str) -> Source:
     """The exercise's signature and contract, to copy into a cell."""
-    return Source(inspect.getsource(getattr(stubs, choice("name", name, NAMES))), f"The exercise: {name}")
+    return Source(inspect.getsource(getattr(stubs, choice("name", name, NAMES))), f"The exercise: {name}", folded=False)
 
 
 def show_solution(name: str) -> Source:
     """A readable solution, only when asked for: in a notebook it stays folded until clicked."""
-    return Source(inspect.getsource(getattr(solutions, choice("name", name, NAMES))), f"A solution: {name}")
+    return Source(inspect.getsource(getattr(solutions, choice("name", name, NAMES))), f"A solution: {name} (click to open)")
 
 
 __all__ = ["list_exercises", "show_stub", "show_solution", "check", "case_inputs", "CheckResult", "Failure",

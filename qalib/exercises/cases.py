@@ -94,8 +94,8 @@ def layer_norm_cases() -> list[Case]:
     const[1] = 2.5  # one row with every feature equal: variance 0
     return [
         Case("random", "x (4, 7, 10), random weight and bias", (_randn(g, 4, 7, 10), *affine(10))),
-        Case("odd sizes", "x (3, 5), d = 5, eps = 0.1: the eps argument must be used", (_randn(g, 3, 5, scale=3.0), *affine(5)),
-             {"eps": 0.1}),
+        Case("odd sizes", "x (3, 5), d = 5, eps = 0.1: the eps argument must be used",
+             (_randn(g, 3, 5, scale=3.0), *affine(5)), {"eps": 0.1}),
         Case("tiny variance", "x with std 0.003, so the variance (1e-5) is as small as eps",
              (_randn(g, 4, 8, scale=0.003), *affine(8)), atol=1e-4, rtol=1e-4),
         Case("one feature", "d = 1: every token is its own mean, so the output is the bias", (_randn(g, 4, 1), *affine(1)),
@@ -129,8 +129,10 @@ def multi_head_attention_cases() -> list[Case]:
              {"mask": torch.ones(7, 7, dtype=torch.bool).tril()}),
         Case("one head", "x (3, 4, 6), 1 head: plain attention with projections", (_randn(g, 3, 4, 6), *weights(6), 1)),
         Case("padding mask", "x (2, 6, 8), 2 heads, mask (2, 1, 1, 6): the last keys of row 1 are padding",
-             (_randn(g, 2, 6, 8), *weights(8), 2), {"mask": torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]}),
-        Case("fp16", "float16 x (2, 5, 8) and weights, 4 heads", (_randn(g, 2, 5, 8).half(), *weights(8, torch.float16), 4), **FP16),
+             (_randn(g, 2, 6, 8), *weights(8), 2),
+             {"mask": torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]}),  # (2, 1, 1, 6)
+        Case("fp16", "float16 x (2, 5, 8) and weights, 4 heads",
+             (_randn(g, 2, 5, 8).half(), *weights(8, torch.float16), 4), **FP16),
     ]
 
 

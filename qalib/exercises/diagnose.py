@@ -145,8 +145,8 @@ LAYER_NORM = [
     Mistake("one-pass variance", lambda x, w, b, eps=1e-5: (x - x.mean(-1, keepdim=True))
             / torch.sqrt((x.pow(2).mean(-1, keepdim=True) - x.mean(-1, keepdim=True) ** 2).clamp_min(0) + eps) * w + b,
             "Your result is right for centred inputs but drifts when the mean is large: look at the variance formula.",
-            "The variance as E[x^2] - E[x]^2 cancels catastrophically when the mean is large (1000^2 = 1e6 leaves float32 "
-            "about 0.1 of precision): compute it from the centred values, ((x - mean)^2).mean(-1)."),
+            "The variance as E[x^2] - E[x]^2 cancels catastrophically when the mean is large (near 1000^2 = 1e6, float32 "
+            "resolves only steps of about 0.06): compute it from the centred values, ((x - mean)^2).mean(-1)."),
 ]
 
 
@@ -257,7 +257,8 @@ ROPE = [
     Mistake("exponent i/d", lambda x, base=10000.0: _rope(x, base, exponent=lambda i, d: i / d),
             "Check the frequencies.",
             "The exponent is i/d; it is 2i/d: omega_i = base^(-2i/d), as in the sinusoid."),
-    Mistake("added instead of rotated", lambda x, base=10000.0: x + ref.sinusoidal(x.shape[-2], x.shape[-1], base).to(x.dtype),
+    Mistake("added instead of rotated",
+            lambda x, base=10000.0: x + ref.sinusoidal(x.shape[-2], x.shape[-1], base).to(x.dtype),
             "RoPE does not add anything to x.",
             "You added the sinusoidal table; RoPE rotates each pair of features by an angle proportional to the "
             "position, which keeps the norm of x and makes q_m . k_n depend on n - m only."),
