@@ -70,6 +70,16 @@ def test_a_function_that_raises_is_reported_with_type_and_message():
     assert long.failures[0].what == "raised RuntimeError: first line ..."
 
 
+def test_not_implemented_later_on_is_a_failure_not_a_stub():
+    def no_masks(q, k, v, mask=None):
+        if mask is not None:
+            raise NotImplementedError("masks later")
+        return solutions.attention(q, k, v)
+
+    result = exercises.check("attention", no_masks)
+    assert result.status == "failed" and "raised NotImplementedError: masks later" in result.failures[0].what
+
+
 def test_nan_wrong_shape_and_wrong_dtype_are_reported_plainly():
     nan = exercises.check("layer_norm", lambda x, w, b, eps=1e-5: x * float("nan"))
     assert "NaN or inf entries" in nan.failures[0].what

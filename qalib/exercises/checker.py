@@ -124,7 +124,7 @@ def check(name: str, fn: Callable, time_limit: float = 5.0) -> CheckResult:
                               "Look for a loop that never ends, or one over many elements: the cases are small, so a "
                               "vectorised solution returns in milliseconds.")
             return CheckResult(name, False, "timed out", len(cases), failures, hints)
-        if isinstance(outcome.error, NotImplementedError):
+        if isinstance(outcome.error, NotImplementedError) and case is cases[0]:  # the stub, untouched
             return CheckResult(name, False, "not implemented yet", len(cases))
         if outcome.error is not None:
             err = outcome.error
