@@ -70,11 +70,11 @@ def attention_cases() -> list[Case]:
         Case("padding mask", "a random mask (2, 1, 5, 7) broadcast over 3 heads", (q, k, v),
              {"mask": _rows_with_a_key(g, 2, 1, 5, 7)}),
         Case("fully masked rows", "two queries whose mask row is all False: their output must be 0", (q, k, v),
-             {"mask": full}, nan_hint="a query whose keys are all masked has softmax over all -inf, which is NaN; "
-             "such a row has nothing to attend to, so give it probabilities 0 and output 0"),
+             {"mask": full}, nan_hint="A query whose keys are all masked has softmax over all -inf, which is NaN; "
+             "such a row has nothing to attend to, so give it probabilities 0 and output 0."),
         Case("large logits", "q and k scaled by 30: scores of order 900", (q * big, k * big, v), atol=1e-3, rtol=1e-3,
-             nan_hint="exp(900) overflows to inf, and inf / inf is NaN: subtract each row's max before exp "
-             "(torch.softmax does), which changes nothing mathematically"),
+             nan_hint="In float32, exp(900) overflows to inf, and inf / inf is NaN: subtract each row's max before exp "
+             "(torch.softmax does), which changes nothing mathematically."),
         Case("fp16", "float16 q, k, v with a causal mask: the output must be float16 too",
              tuple(_randn(g, 3, 6, 8).half() for _ in range(3)), {"mask": mask}, **FP16),
     ]
@@ -99,9 +99,9 @@ def layer_norm_cases() -> list[Case]:
         Case("tiny variance", "x with std 0.003, so the variance (1e-5) is as small as eps",
              (_randn(g, 4, 8, scale=0.003), *affine(8)), atol=1e-4, rtol=1e-4),
         Case("one feature", "d = 1: every token is its own mean, so the output is the bias", (_randn(g, 4, 1), *affine(1)),
-             nan_hint="with one feature the variance is 0; dividing by d - 1 = 0 (Bessel's correction) gives NaN"),
+             nan_hint="With one feature the variance is 0; dividing by d - 1 = 0 (Bessel's correction) gives NaN."),
         Case("constant row", "a row with variance 0: eps keeps the division finite", (const, *affine(6)),
-             nan_hint="a constant row has variance 0: eps goes inside the square root, sqrt(var + eps)"),
+             nan_hint="A constant row has variance 0: eps goes inside the square root, sqrt(var + eps)."),
         Case("large mean", "x = 1000 + N(0, 1), float32", (1000 + _randn(g, 4, 16), *affine(16)), atol=2e-3, rtol=2e-3),
         Case("fp16", "float16 x, weight and bias: the output must be float16 too",
              (_randn(g, 3, 4, 12).half(), *affine(12, torch.float16)), **FP16),

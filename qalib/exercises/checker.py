@@ -130,7 +130,7 @@ def check(name: str, fn: Callable, time_limit: float = 5.0) -> CheckResult:
             err = outcome.error
             failures.append(Failure(case.name, case.description, f"raised {_short(err)}"))
             hints = hints or (f"Your function raised {type(err).__name__} on case '{case.name}' ({case.description}).",
-                              f"The message was: {_short(err)}. Reproduce it with args, kwargs = "
+                              f"The message was \"{_short(err)}\". Reproduce it with args, kwargs = "
                               f"exercises.case_inputs({name!r}, {case.name!r}); then call your function on them.")
             continue
         try:
@@ -204,8 +204,8 @@ def _tensor_problem(name: str, case: Case, got):
         if g.dtype != e.dtype:
             return (f"{where(label)}dtype {g.dtype}, expected {e.dtype}",
                     (f"The dtype is wrong on case '{case.name}' ({case.description}).",
-                     "Return the dtype the exercise states: for float inputs, that of the inputs (compute in higher "
-                     "precision if you like, then .to(x.dtype)); a mask is torch.bool."), False)
+                     f"Return {e.dtype}, the dtype the exercise states (float inputs give their own dtype back; "
+                     "compute in higher precision if you like, then convert with .to(...))."), False)
         if g.is_floating_point() and not torch.isfinite(g).all() and torch.isfinite(e).all():
             return (f"{where(label)}{int((~torch.isfinite(g)).sum())} NaN or inf entries",
                     (f"Your output has NaN or inf on case '{case.name}' ({case.description}).",
