@@ -75,7 +75,8 @@ ATTENTION = [
             "No 1/sqrt(d_k): divide q k^T by sqrt(d_k) before the softmax (Vaswani et al. 2017, sec. 3.2.1)."),
     Mistake("1/d_k", _att_scale(lambda d: 1.0 / d),
             "Your scores are too small: check the scaling factor.",
-            "The scores were divided by d_k; the scale is 1/sqrt(d_k), the standard deviation of q.k, not its variance."),
+            "The scores were divided by d_k; the scale is 1/sqrt(d_k): for q and k with unit-variance components, "
+            "sqrt(d_k) is the standard deviation of q.k, and d_k its variance."),
     Mistake("1/sqrt(d_v)", lambda q, k, v, mask=None: _att_scale(lambda d: v.shape[-1] ** -0.5)(q, k, v, mask),
             "Check which dimension the scale uses.",
             "The scale used d_v (v's width); it is 1/sqrt(d_k), the width of q and k."),
