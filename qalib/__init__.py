@@ -27,6 +27,7 @@ Notebook support:
     progress     -- the mock interview's Leitner boxes in one local file (atomic, locked, bad files set aside)
     catalog      -- the registry: each notebook with its question, short answer, topic and experiment module
     topics/      -- per notebook: <topic>.py (compute, plot, demos), <topic>_experiment.py (the training runs)
+    exercises/   -- write-it-yourself exercises: stubs, a checker with graded hints, solutions on request
 Around the collection (not teaching code; no notebook imports these):
     testing      -- for the tests and the benchmark: finite results, values to sweep a control over
     tools/       -- notebook runner, static site, slide decks, cheat sheet, benchmarks

@@ -69,3 +69,9 @@ def test_two_runs_that_print_different_values_fail(monkeypatch):
     record_claims("z.ipynb", "headless", ["✓ a — measured: 1.0"])
     with pytest.raises(AssertionError, match="checked 1 claims, the JupyterLab run 0"):
         record_claims("z.ipynb", "JupyterLab", [])
+
+
+def test_the_suite_runs_the_practice_notebook_but_not_as_a_topic():
+    assert "practice_exercises.ipynb" in [p.name for p in PATHS]
+    names = ("00_start_here.ipynb", "07_multi_head.ipynb", "practice_exercises.ipynb")
+    assert [is_topic(Path(n)) for n in names] == [False, True, False]
