@@ -101,6 +101,13 @@ CATALOG = [
           "visible tokens. NSP classifies whether segment B follows A; BERT found dropping it hurts, RoBERTa that with "
           "inputs packed to 512 tokens it matches or slightly improves, and that short single-sentence pairs hurt.",
           "masking probabilities on a sentence you type; segment ids of a sentence pair"),
+    Entry("13_attention_vs_recurrence.ipynb", "qalib.topics.recurrence", "qalib.topics.recurrence_experiment",
+          "Why did attention replace recurrence?",
+          "Path length: an RNN's gradient to the token d steps back is a product of d Jacobians (at init a GRU's shrinks "
+          "~0.6x per step, attention's is flat in d), and in a toy a GRU fails a recall task at d = 64 that one attention "
+          "layer solves. Sequential steps: O(n) dependent products against O(1), so training parallelises over positions; "
+          "generation stays one pass per token. Cost: O(n^2 d) against O(n d^2), so attention is not cheaper once n > d.",
+          "temperature and query of a soft dictionary lookup; n and d of Table 1's cost"),
 ]
 
 
