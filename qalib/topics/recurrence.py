@@ -293,7 +293,7 @@ def cost_view(n: int = 256, d: int = 64) -> dict:
     return {"n": n, "d": d, "grid": grid, "curves": curves, "at_n": at_n}
 
 
-COST_VIEW = (4.0, 14.0)  # log10 FLOPs shown: from 8 tokens at d = 16 to 8192 tokens at d = 1024
+COST_VIEW = (3.0, 12.0)  # log10 FLOPs shown: from 8 tokens at d = 16 (4e3) to 8192 tokens at d = 1024 (3e11)
 
 
 def plot_cost_view(fig, r: dict) -> Update:
@@ -319,7 +319,7 @@ def plot_cost_view(fig, r: dict) -> Update:
         a = r["at_n"]
         cheaper = "attention core" if a["attention core"] < a["tanh RNN"] else "tanh RNN"
         ax.set_title(f"n = {r['n']}, d = {r['d']}: attention core {a['attention core']:.3g}, tanh RNN "
-                     f"{a['tanh RNN']:.3g}, GRU {a['GRU']:.3g} FLOPs; cheaper core: {cheaper}", fontsize=9)
+                     f"{a['tanh RNN']:.3g}, GRU {a['GRU']:.3g} FLOPs; cheaper of the first two: {cheaper}", fontsize=9)
 
     update(r)
     return update

@@ -135,3 +135,9 @@ def test_a_tiny_recall_experiment_has_the_documented_shapes():
     plt.close(fig)
     with pytest.raises(ValueError, match="models"):
         rx.run_recall_experiment(models=("cnn",))
+
+
+def test_the_cost_view_keeps_every_curve_the_demo_can_draw_on_its_fixed_axes():
+    for d in (16, 1024):
+        curves = np.log10(np.concatenate(list(rc.cost_view(n=8, d=d)["curves"].values())))
+        assert rc.COST_VIEW[0] <= curves.min() and curves.max() <= rc.COST_VIEW[1]
