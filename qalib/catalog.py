@@ -126,6 +126,15 @@ CATALOG = [
           "masking probabilities on a sentence you type; segment ids of a sentence pair",
           formula='15% predicted: 80% [MASK], 10% random, 10% kept',
           number='12% / 1.5% / 1.5% of all tokens (computed from Devlin et al. 2019, sec. 3.1)'),
+    Entry("13_attention_vs_recurrence.ipynb", "qalib.topics.recurrence", "qalib.topics.recurrence_experiment",
+          "Why did attention replace recurrence?",
+          "Path length: an RNN's gradient to the token d steps back is a product of d Jacobians (at init a GRU's shrinks "
+          "~0.6x per step, attention's is flat in d), and in a toy a GRU fails a recall task at d = 64 that one attention "
+          "layer solves. Sequential steps: O(n) dependent products against O(1), so training parallelises over positions; "
+          "generation stays one pass per token. Cost: O(n^2 d) against O(n d^2), so attention is not cheaper once n > d.",
+          "temperature and query of a soft dictionary lookup; n and d of Table 1's cost",
+          formula=r"$\partial h_t/\partial h_{t-d}=\prod_{i=0}^{d-1}\partial h_{t-i}/\partial h_{t-i-1}$; per layer $O(n^2 d)$ vs $O(n d^2)$",
+          number="path length O(1) vs O(n), sequential operations O(1) vs O(n) (Vaswani et al. 2017, Table 1)"),
 ]
 
 
