@@ -35,8 +35,9 @@ BOS = CLS  # the target's start token: any special id the data never uses as con
 
 def reversal_config(tie_embeddings: bool = True, vocab_size: int = 24, d_model: int = 32) -> DecoderConfig:
     """The notebook's encoder-decoder: Vaswani's post-norm, ReLU layout (sec. 3.1, 3.3), 2 + 2 layers, 4 heads,
-    d = 32, d_ff = 2d, learned positions (a sinusoidal table did not learn the task in our step budget), one shared
-    vocabulary (sec. 3.4), the LM head tied to the embeddings unless tie_embeddings=False."""
+    d = 32, d_ff = 2d, learned positions (in trial runs a sinusoidal table had not learned the task within the
+    notebook's step budget), one shared vocabulary (sec. 3.4), the LM head tied to the embeddings unless
+    tie_embeddings=False."""
     return DecoderConfig(vocab_size=vocab_size, d_model=d_model, n_layers=2, n_heads=4, d_ff=2 * d_model, max_len=32,
                          norm_placement="post", activation="relu", final_norm=False, tie_embeddings=tie_embeddings)
 

@@ -59,6 +59,7 @@ def held_out(task: ReversalTask, n: int = 512):
     return task.batch(n, torch.Generator().manual_seed(EVAL_SEED))
 
 
+@one_thread()  # tiny tensors: a second thread only spins, the more so on a busy machine
 @torch.no_grad()
 def evaluate_model(model: EncoderDecoder, task: ReversalTask, n: int = 512) -> dict:
     """Teacher-forced held-out accuracy, unsmoothed NLL, mean p(true) and per-(layer, head) alignment shares."""
@@ -127,6 +128,7 @@ def _decode_with_memories(model: EncoderDecoder, decoder_in: torch.Tensor, memor
     return model.decode(decoder_in, cache=cache).logits
 
 
+@one_thread()  # tiny tensors: a second thread only spins, the more so on a busy machine
 @torch.no_grad()
 def memory_wiring(model: EncoderDecoder, task: ReversalTask, n: int = 64) -> dict:
     """What each decoder layer's cross-attention consumed (from the forward pass's internals) against
@@ -150,8 +152,9 @@ def memory_wiring(model: EncoderDecoder, task: ReversalTask, n: int = 64) -> dic
             "memory_shape": tuple(memory.shape), "k_shape": tuple(used[0].shape)}
 
 
+@one_thread()  # tiny tensors: a second thread only spins, the more so on a busy machine
 @torch.no_grad()
-def cached_decoding(model: EncoderDecoder, task: ReversalTask, n: int = 256) -> dict:
+def cached_decoding(model: EncoderDecoder, task: ReversalTask, n: int = 128) -> dict:
     """Free-running greedy decoding from [BOS] (no teacher forcing), one position at a time with the KV cache:
     the share of held-out sentences reversed exactly, agreement with qalib.generate, and whether every step
     reused the first step's cross-attention keys and values (the same tensor objects) while the self-attention
@@ -174,6 +177,7 @@ def cached_decoding(model: EncoderDecoder, task: ReversalTask, n: int = 256) -> 
             "cross_shape": tuple(first.cross[0].k.shape)}
 
 
+@one_thread()  # tiny tensors: a second thread only spins, the more so on a busy machine
 @torch.no_grad()
 def memory_ablations(model: EncoderDecoder, task: ReversalTask, n: int = 512) -> dict:
     """Held-out accuracy with the memory as it is, zeroed, taken from another sentence of the batch (scored
@@ -196,6 +200,7 @@ def memory_ablations(model: EncoderDecoder, task: ReversalTask, n: int = 512) ->
             "matching_layer": acc(matching), "chance": 1 / task.n_content}
 
 
+@one_thread()  # tiny tensors: a second thread only spins, the more so on a busy machine
 @torch.no_grad()
 def memory_probes(model: EncoderDecoder, task: ReversalTask, n_train: int = 512, n_test: int = 512) -> dict:
     """Linear probes (least squares, qalib.probes) on memory vectors and, for comparison, on the encoder's input
@@ -229,6 +234,7 @@ def memory_probes(model: EncoderDecoder, task: ReversalTask, n_train: int = 512,
     return out
 
 
+@one_thread()  # tiny tensors: a second thread only spins, the more so on a busy machine
 @torch.no_grad()
 def reverse_direction_share(model: EncoderDecoder, task: ReversalTask, layer: int = 0, n: int = 256) -> dict:
     """Cross-attention run the other way with the same weights: the source positions as queries (W_Q on the
