@@ -288,13 +288,14 @@ def alignment_view(res: ReversalResult, variant: str, seed: int, layer: int, hea
 
 
 def plot_alignment(fig, res: dict) -> Update:
+    """Fixed axes (positions as ticks); a change of setting redraws only the image and the title, which names the
+    sentence's tokens (changing only live artists keeps a redraw near 0.1 s)."""
     ax = fig.subplots()
     t, s = res["probs"].shape
     im = ax.imshow(np.zeros((t, s)), cmap="viridis", vmin=0, vmax=1, interpolation="nearest", aspect="auto")
     fig.colorbar(im, ax=ax, label="attention probability")
-    truth, = ax.plot(res["alignment"], np.arange(t), "s", mfc="none", mec="#ff7f0e", mew=1.5, ms=14,
-                     label="true source position")
-    ax.set(xlabel="source position (token id)", ylabel="target position (token id)", xticks=range(s), yticks=range(t))
+    ax.plot(res["alignment"], np.arange(t), "s", mfc="none", mec="#ff7f0e", mew=1.5, ms=14, label="true source position")
+    ax.set(xlabel="source position", ylabel="target position", xticks=range(s), yticks=range(t))
     ax.legend(loc="lower left", fontsize=7, framealpha=0.8)
     ax.grid(False)
     live(im, ax.title)
@@ -303,11 +304,11 @@ def plot_alignment(fig, res: dict) -> Update:
         if res["probs"].shape != (t, s):
             return Change.FIGURE
         im.set_data(res["probs"])
-        ax.set_xticks(range(s), [f"{j}\n({int(x)})" for j, x in enumerate(res["source"])], fontsize=7)
-        ax.set_yticks(range(t), [f"{i} ({int(y)})" for i, y in enumerate(res["target"])], fontsize=7)
         head = "mean of heads" if res["head"] == "mean" else f"head {res['head']}"
-        ax.set_title(f"layer {res['layer']}, {head}: share on the true position {res['share']:.2f}", fontsize=9)
-        return Change.AXES
+        tokens = " ".join(str(int(x)) for x in res["source"])
+        ax.set_title(f"layer {res['layer']}, {head}: share on the true position {res['share']:.2f}\n"
+                     f"source tokens {tokens}", fontsize=9)
+        return None
 
     update(res)
     return update
