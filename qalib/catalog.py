@@ -135,6 +135,18 @@ CATALOG = [
           "temperature and query of a soft dictionary lookup; n and d of Table 1's cost",
           formula=r"$\partial h_t/\partial h_{t-d}=\prod_{i=0}^{d-1}\partial h_{t-i}/\partial h_{t-i-1}$; per layer $O(n^2 d)$ vs $O(n d^2)$",
           number="path length O(1) vs O(n), sequential operations O(1) vs O(n) (Vaswani et al. 2017, Table 1)"),
+    Entry("14_cross_attention.ipynb", "qalib.topics.cross_attention", "qalib.topics.cross_attention_experiment",
+          "Encoder-decoder: where do cross-attention's K and V come from, and what does it look at?",
+          "Q comes from the decoder, K and V from the encoder's final output (the memory), which every decoder layer "
+          "reads through its own W_K, W_V and which is projected once and cached while decoding (Vaswani sec. 3.1, "
+          "3.2.3). In a toy encoder-decoder trained to reverse its input, a cross-attention head puts > 90% of its "
+          "mass on the aligned source position in every seed; another sentence's memory makes it write that "
+          "sentence's reversal, a zeroed one drops it to chance. Label smoothing worsens the held-out NLL at equal "
+          "accuracy (Vaswani Table 3 D: perplexity 4.67 -> 4.92); tying saves the V x d output matrix.",
+          "decoder layer, head and sentence of a trained model; source/target lengths and source padding of the "
+          "three masks; label smoothing's eps and vocabulary size",
+          formula=r"$K_\ell = M\,W^K_\ell,\ V_\ell = M\,W^V_\ell$ with $M=\mathrm{Encoder}(x)$ for every decoder layer $\ell$",
+          number="label smoothing 0.1: dev perplexity 4.67 -> 4.92, BLEU 25.3 -> 25.8 (Vaswani et al. 2017, Table 3 row D)"),
 ]
 
 
