@@ -1,4 +1,5 @@
 import ipaddress
+import json
 import os
 import socket
 import tempfile
@@ -14,9 +15,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Jupyter server starts, so they inherit it.
 os.environ["QALIB_PROGRESS"] = str(Path(tempfile.mkdtemp(prefix="qalib-progress-")) / "progress.json")
 
-NOTEBOOK_TIMES: dict[str, tuple[float, int]] = {}
-CLAIM_RUNS: dict[str, dict[str, list[str]]] = {}  # notebook -> {run: its claim lines}
-PROPERTY_CASES: dict[str, int] = {}
+# What the session reports at the end, kept in files so that it adds up across pytest-xdist's workers (`make test`
+# runs two): the controller creates the folder at import, before it starts the workers, which inherit the variable.
+if not os.environ.get("QALIB_TEST_RECORDS"):
+    os.environ["QALIB_TEST_RECORDS"] = tempfile.mkdtemp(prefix="qalib-test-records-")
+RECORDS = Path(os.environ["QALIB_TEST_RECORDS"])
+PROPERTY_CASES: dict[str, int] = {}  # this process's count; written out when its session ends
+
+
+def records(kind: str) -> Path:
+    folder = RECORDS / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def count_case(group: str) -> None:
@@ -24,16 +34,23 @@ def count_case(group: str) -> None:
     PROPERTY_CASES[group] = PROPERTY_CASES.get(group, 0) + 1
 
 
+def record_notebook_time(notebook: str, seconds: float, measurements: int) -> None:
+    (records("times") / f"{notebook}.json").write_text(json.dumps([seconds, measurements]))
+
+
 def record_claims(notebook: str, run: str, lines: list[str]) -> None:
     """Keep the claim lines ("✓ claim — measured: value") one fresh-kernel run of a notebook printed. Every
-    notebook runs in two fresh kernels in the suite (headless and in JupyterLab); the run recorded second asserts
-    that both printed the same claims with the same measured values, to the printed digit: a result that moves
-    between runs is not seeded, and a reader re-running the notebook would see other numbers than the text."""
-    runs = CLAIM_RUNS.setdefault(notebook, {})
-    runs[run] = lines
-    if len(runs) < 2:
+    notebook runs in two fresh kernels in the suite (headless and in JupyterLab); whichever run is recorded second
+    asserts that both printed the same claims with the same measured values, to the printed digit: a result that
+    moves between runs is not seeded, and a reader re-running the notebook would see other numbers than the text.
+    (Each run writes its file before it looks for the other's, so at least one of two parallel workers compares.)"""
+    folder = records("claims")
+    (folder / f"{notebook}.{run}.json").write_text(json.dumps(lines))
+    others = [p for p in sorted(folder.glob(f"{notebook}.*.json")) if p.name != f"{notebook}.{run}.json"]
+    if not others:
         return
-    (first, a), (second, b) = runs.items()
+    first, a = others[0].name.removeprefix(notebook + ".").removesuffix(".json"), json.loads(others[0].read_text())
+    second, b = run, lines
     assert len(a) == len(b), f"{notebook}: the {first} run checked {len(a)} claims, the {second} run {len(b)}"
     changed = [(x, y) for x, y in zip(a, b) if x != y]
     assert not changed, (f"{notebook}: a claim or its measured value differs between two fresh kernels "
@@ -41,22 +58,36 @@ def record_claims(notebook: str, run: str, lines: list[str]) -> None:
                          "\n".join(f"  {x}\n  {y}" for x, y in changed[:3]))
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_sessionfinish(session):
     if PROPERTY_CASES:
+        (records("properties") / f"{os.getpid()}.json").write_text(json.dumps(PROPERTY_CASES))
+
+
+def pytest_terminal_summary(terminalreporter):
+    cases: dict[str, int] = {}
+    for f in records("properties").glob("*.json"):
+        for group, n in json.loads(f.read_text()).items():
+            cases[group] = cases.get(group, 0) + n
+    if cases:
         terminalreporter.write_sep("-", "property-based cases run (hypothesis)")
-        for group, n in sorted(PROPERTY_CASES.items()):
+        for group, n in sorted(cases.items()):
             terminalreporter.write_line(f"{group:20s} {n:6d}")
-        terminalreporter.write_line(f"{'total':20s} {sum(PROPERTY_CASES.values()):6d}")
-    if NOTEBOOK_TIMES:
+        terminalreporter.write_line(f"{'total':20s} {sum(cases.values()):6d}")
+    times = {f.stem: json.loads(f.read_text()) for f in records("times").glob("*.json")}
+    if times:
         terminalreporter.write_sep("-", "notebook execution (headless)")
-        for name, (secs, n) in sorted(NOTEBOOK_TIMES.items()):
+        for name, (secs, n) in sorted(times.items()):
             terminalreporter.write_line(f"{name:45s} {secs:6.1f} s   {n:3d} measurements")
-    compared = sorted(name for name, runs in CLAIM_RUNS.items() if len(runs) == 2)
-    if CLAIM_RUNS:
+    runs: dict[str, int] = {}
+    for f in records("claims").glob("*.json"):
+        notebook = f.name.rsplit(".", 2)[0]
+        runs[notebook] = runs.get(notebook, 0) + 1
+    if runs:
+        compared = sorted(n for n, k in runs.items() if k >= 2)
         terminalreporter.write_sep("-", "claims reproduced in two fresh kernels (headless and JupyterLab)")
-        terminalreporter.write_line(f"{len(compared)} of {len(CLAIM_RUNS)} notebooks compared"
-                                    + ("" if len(compared) == len(CLAIM_RUNS) else
-                                       f"; only one run of: {', '.join(sorted(set(CLAIM_RUNS) - set(compared)))}"))
+        terminalreporter.write_line(f"{len(compared)} of {len(runs)} notebooks compared"
+                                    + ("" if len(compared) == len(runs) else
+                                       f"; only one run of: {', '.join(sorted(set(runs) - set(compared)))}"))
 
 
 _real_connect = socket.socket.connect

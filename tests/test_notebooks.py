@@ -14,7 +14,7 @@ import torch
 
 from qalib.tools.nbtools import execute, has_outputs, is_topic, notebook_paths, statement_lines, tick_lines
 
-from conftest import NOTEBOOK_TIMES, record_claims
+from conftest import record_claims, record_notebook_time
 
 PATHS = notebook_paths()
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -47,7 +47,7 @@ def test_notebook_executes_and_checks_its_claims(path):
     """Top to bottom in a fresh kernel; every claim check passes (a failed one raises in its cell)."""
     nb, seconds = execute(path, timeout=300)
     measurements = tick_lines(nb)
-    NOTEBOOK_TIMES[path.name] = (seconds, len(measurements))
+    record_notebook_time(path.name, seconds, len(measurements))
     if is_topic(path):
         assert len(measurements) >= 5, (f"{path.name} made only {len(measurements)} measurements; every topic "
                                         "notebook verifies its claims")
@@ -58,9 +58,9 @@ def test_notebook_executes_and_checks_its_claims(path):
     record_claims(path.name, "headless", statement_lines(nb))
 
 
-def test_two_runs_that_print_different_values_fail(monkeypatch):
+def test_two_runs_that_print_different_values_fail(monkeypatch, tmp_path):
     """The reproducibility check itself: the second run recorded is compared with the first."""
-    monkeypatch.setattr("conftest.CLAIM_RUNS", {})
+    monkeypatch.setattr("conftest.RECORDS", tmp_path)
     record_claims("x.ipynb", "headless", ["✓ a — measured: 1.0", "✓ b — measured: 2"])
     record_claims("x.ipynb", "JupyterLab", ["✓ a — measured: 1.0", "✓ b — measured: 2"])  # the same: passes
     record_claims("y.ipynb", "headless", ["✓ a — measured: 1.0"])
