@@ -1,0 +1,208 @@
+"""Notebook 12: how a decoder generates text, judged against a language whose next-token distribution is known.
+
+Compute functions (tensors or numbers in, tensors, numbers or dicts out), plots `plot_x(fig, result)` and the
+demos. The training runs live in decoding_experiment.py.
+
+    lang = decoding_language()                      # qalib.data.SyntheticLanguage, vocabulary 32
+    p = true_next_probs(lang, ids)                  # (B, T, V): the truth's distribution of token t+1 given ids[:, :t+1]
+    entropy_rate(lang)                              # nats per token: the lowest loss any model can reach
+    true_logprobs(lang, ids, start=8)               # log p_truth of every token from `start` on (-inf: impossible)
+    distinct_n(ids, 4), unigram_kl(ids, ref, 32)    # repetition and token-frequency distance of generated text
+    attention_entries(model, prompt, new, cache)    # score entries the model actually computed, per new token
+    cache_bytes_formula(cfg, t, batch, 2)           # 2 x layers x kv_heads x d_head x T x batch x bytes
+    sampling_view(logits, truth, temperature=0.7)   # what temperature, top-k and top-p do to one distribution
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from qalib.config import DecoderConfig
+from qalib.data import N_SPECIAL, SyntheticLanguage
+from qalib.decoder import DecoderLM
+from qalib.device import one_thread
+from qalib.drawing import Change, live, live_title
+from qalib.generate import sampling_distribution
+from qalib.validate import float_in, int_in
+
+if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
+    from qalib.widgets import Demo
+
+VOCAB = 32  # 27 content tokens after BERT's 5 special ids
+
+
+def decoding_language(seed: int = 0) -> SyntheticLanguage:
+    """The notebook's language: each token is one of 4 successors of the previous token, and with probability 1/2
+    instead a fixed function of the token 4 places back (qalib.data.SyntheticLanguage)."""
+    return SyntheticLanguage(vocab_size=VOCAB, branching=4, lag=4, p_lag=0.5, seed=seed)
+
+
+def decoder_config(causal: bool = True, n_kv_heads: int | None = None, max_len: int = 64) -> DecoderConfig:
+    """The notebook's decoder: GPT-2's layout at d = 32, 2 layers, 4 heads (d_head 8), d_ff = 128."""
+    return DecoderConfig(vocab_size=VOCAB, d_model=32, n_layers=2, n_heads=4, n_kv_heads=n_kv_heads, d_ff=128,
+                         max_len=max_len, causal=causal)
+
+
+# -- the truth ---------------------------------------------------------------------------------
+def _check_ids(lang: SyntheticLanguage, ids: torch.Tensor) -> torch.Tensor:
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] < 1:
+        raise ValueError(f"ids must be a (B, T) tensor with T >= 1, got {getattr(ids, 'shape', type(ids))}")
+    if ids.min() < 0 or ids.max() >= lang.vocab_size:
+        raise ValueError(f"ids must be token ids 0 .. {lang.vocab_size - 1}")
+    return ids.long().cpu()
+
+
+def true_next_probs(lang: SyntheticLanguage, ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) token ids -> (B, T, V) float64: at position t, the language's distribution of token t+1 given
+    tokens 0..t. It is (1 - p_lag) uniform over the successors of token t, plus p_lag on lag_map[token t+1-lag]
+    once t+1 >= lag (before that, the successors only). Defined for every context, possible or not."""
+    ids = _check_ids(lang, ids)
+    b, t = ids.shape
+    n = lang.n_content
+    # a model may emit a special id, which the language never does: its successors are then all content tokens
+    # alike, and it maps to no token for the copy rule, so that every context has a defined truth
+    succ = torch.full((n + 1, n), 1.0 / n, dtype=torch.float64)   # (n + 1, n): row a = uniform over a's successors
+    succ[:n] = 0.0
+    succ[:n].scatter_(1, lang.successors, 1.0 / lang.branching)
+    content = ids >= N_SPECIAL
+    x = torch.where(content, ids - N_SPECIAL, torch.full_like(ids, n))  # (B, T): content index, n for a special id
+    p = succ[x]                                                   # (B, T, n)
+    lagged = torch.arange(t) + 1 >= lang.lag                      # (T,): positions whose next token may copy
+    if lang.p_lag > 0 and lagged.any():
+        src = x[:, torch.arange(t)[lagged] + 1 - lang.lag]        # (B, T_lagged): token t+1-lag
+        copy = torch.zeros(b, int(lagged.sum()), n + 1, dtype=torch.float64)
+        copy.scatter_(2, torch.cat([lang.lag_map, torch.tensor([n])])[src][..., None], 1.0)
+        # a special token t+1-lag copies to nothing: its share stays with the successors
+        share = torch.where(src < n, lang.p_lag, 0.0).double()[..., None]  # (B, T_lagged, 1)
+        p[:, lagged] = (1 - share) * p[:, lagged] + share * copy[..., :n]
+    full = torch.zeros(b, t, lang.vocab_size, dtype=torch.float64)  # special ids have probability 0
+    full[..., N_SPECIAL:] = p
+    return full
+
+
+def entropy(p: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats over the last dim (0 log 0 = 0)."""
+    logp = torch.where(p > 0, p.log(), torch.zeros_like(p))
+    return -(p * logp).sum(-1)
+
+
+def entropy_rate(lang: SyntheticLanguage, n: int = 4096, length: int = 32, seed: int = 999) -> float:
+    """The truth's mean next-token entropy over the positions a model is trained on (1 .. length-1 predicted from
+    their prefixes), averaged over n sampled sequences: the cross-entropy of a perfect model, in nats."""
+    ids = lang.sample(int_in("n", n, 1), int_in("length", length, 2), torch.Generator().manual_seed(seed))
+    return float(entropy(true_next_probs(lang, ids[:, :-1])).mean())
+
+
+def true_logprobs(lang: SyntheticLanguage, ids: torch.Tensor, start: int = 1) -> torch.Tensor:
+    """(B, T) -> (B, T - start): log p_truth(token t | tokens < t) for t = start .. T-1; -inf where the language
+    could not have produced the token."""
+    t = ids.shape[1] if isinstance(ids, torch.Tensor) and ids.dim() == 2 else 0
+    start = int_in("start", start, 1, max(1, t - 1))
+    p = true_next_probs(lang, ids[:, :-1])[:, start - 1:]              # (B, T - start, V): predicts tokens start..
+    picked = p.gather(2, ids[:, start:].long().cpu()[..., None])[..., 0]  # (B, T - start)
+    return picked.log()
+
+
+def kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) in nats over the last dim; inf where q gives 0 to something p does not."""
+    p, q = p.double(), q.double()
+    ratio = torch.where(p > 0, p.log() - q.log(), torch.zeros_like(p))
+    return (p * ratio).sum(-1)
+
+
+# -- text statistics ---------------------------------------------------------------------------
+def distinct_n(ids: torch.Tensor, n: int) -> float:
+    """Mean over sequences of (distinct n-grams) / (n-grams): 1 = no n-gram repeats, small = a loop."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        raise ValueError(f"ids must be a (B, T) tensor, got {getattr(ids, 'shape', type(ids))}")
+    n = int_in("n", n, 1, ids.shape[1])
+    grams = ids.unfold(1, n, 1)  # (B, T - n + 1, n)
+    return float(np.mean([len({tuple(g) for g in row.tolist()}) / row.shape[0] for row in grams]))
+
+
+def unigram_kl(ids: torch.Tensor, reference: torch.Tensor, vocab_size: int, smoothing: float = 0.5) -> float:
+    """KL(reference frequencies || frequencies of ids) over the content tokens, each count plus `smoothing`
+    (so a token the generated text never uses costs a finite, large amount)."""
+    counts = [torch.bincount(x.reshape(-1).long(), minlength=vocab_size)[N_SPECIAL:].double() + smoothing
+              for x in (reference, ids)]
+    ref, got = (c / c.sum() for c in counts)
+    return float(kl(ref, got))
+
+
+# -- the cache: work and memory ----------------------------------------------------------------
+@torch.no_grad()
+def attention_entries(model: DecoderLM, prompt: torch.Tensor, new_tokens: int, use_cache: bool) -> np.ndarray:
+    """Greedy generation step by step, counting the attention score entries each step computed, read from the
+    shapes of the probabilities the model returned (every layer's (B, H, T_new, T_keys)). -> (new_tokens,)"""
+    ids, cache, counts = prompt, None, []
+    for _ in range(int_in("new_tokens", new_tokens, 1)):
+        out = model(ids[:, -1:] if cache is not None else ids, cache, use_cache=use_cache, return_internals=True,
+                    last_only=True)
+        counts.append(sum(out.internals[f"layer{i}.probs"].numel() for i in range(model.cfg.n_layers)))
+        cache = out.cache if use_cache else None
+        ids = torch.cat([ids, out.logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return np.array(counts)
+
+
+def cache_bytes_formula(cfg: DecoderConfig, t: int, batch: int, bytes_per_element: int) -> int:
+    """2 (K and V) x layers x kv_heads x d_head x T x batch x bytes per element (FACTS "Decoding and the KV cache")."""
+    return 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * t * batch * bytes_per_element
+
+
+# -- judging a trained model against the truth -------------------------------------------------
+@torch.no_grad()
+def model_next_probs(model: DecoderLM, ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) -> (B, T, V) float64 on the CPU: the model's distribution of token t+1 at every position t."""
+    return model(ids.to(next(model.parameters()).device)).logits.double().softmax(-1).cpu()
+
+
+def generation_stats(lang: SyntheticLanguage, ids: torch.Tensor, prompt_len: int, reference: torch.Tensor,
+                     n: int = 4) -> dict:
+    """What a decoding strategy produced after a prompt of prompt_len tokens, judged against the truth:
+    impossible: the share of new tokens the language could not have produced; nll: the truth's mean -log p of the
+    possible ones (real text scores the entropy rate); distinct: distinct_n of the new tokens; unigram_kl: their
+    token frequencies against `reference` text's."""
+    logp = true_logprobs(lang, ids, prompt_len)
+    ok = torch.isfinite(logp)
+    new = ids[:, prompt_len:].cpu()
+    return {"impossible": float((~ok).double().mean()), "nll": float(-logp[ok].mean()) if ok.any() else math.inf,
+            "distinct": distinct_n(new, n), "unigram_kl": unigram_kl(new, reference[:, prompt_len:], lang.vocab_size)}
+
+
+def exposure_bias(lang: SyntheticLanguage, model: DecoderLM, text: torch.Tensor, generated: torch.Tensor,
+                  prompt_len: int) -> dict:
+    """KL(truth || model) of the next-token distribution at each position after the prompt, on two kinds of
+    prefix: real text (teacher forcing, what training saw) and the model's own samples (free running).
+    -> {"teacher": (T - prompt_len,), "free": (T - prompt_len,)} mean over sequences; "free_clean" and
+    "free_after_error": free-running positions whose prefix has no impossible token yet, and those after one."""
+    out = {}
+    for name, ids in (("teacher", text), ("free", generated)):
+        d = kl(true_next_probs(lang, ids[:, :-1]), model_next_probs(model, ids[:, :-1]))[:, prompt_len - 1:]
+        out[name] = d.mean(0).numpy()                        # (T - prompt_len,): predicting tokens prompt_len ..
+        out[name + "_all"] = d
+    bad = torch.isinf(true_logprobs(lang, generated, prompt_len))  # (B, T - prompt_len): token t impossible
+    after = (bad.cumsum(1) - bad.long()) > 0                 # some earlier generated token was impossible
+    d = out.pop("free_all")
+    out.pop("teacher_all")
+    out["free_clean"] = float(d[~after].mean())
+    out["free_after_error"] = float(d[after].mean()) if after.any() else math.nan
+    out["share_after_error"] = float(after.double().mean())
+    return out
+
+
+@torch.no_grad()
+def future_attention(model: DecoderLM, ids: torch.Tensor) -> np.ndarray:
+    """(layers, heads): the mean attention probability that position i puts on position i + 1 (the token it is
+    trained to predict), over the positions that have one. 0 exactly under a causal mask."""
+    out = model(ids.to(next(model.parameters()).device), return_internals=True).internals
+    rows = []
+    for i in range(model.cfg.n_layers):
+        p = out[f"layer{i}.probs"].double().cpu()            # (B, H, T, T)
+        rows.append(p.diagonal(offset=1, dim1=2, dim2=3).mean((0, 2)).numpy())  # (H,): entries (i, i + 1)
+    return np.array(rows)
