@@ -101,6 +101,14 @@ CATALOG = [
           "visible tokens. NSP classifies whether segment B follows A; BERT found dropping it hurts, RoBERTa that with "
           "inputs packed to 512 tokens it matches or slightly improves, and that short single-sentence pairs hurt.",
           "masking probabilities on a sentence you type; segment ids of a sentence pair"),
+    Entry("12_decoding.ipynb", "qalib.topics.decoding", "qalib.topics.decoding_experiment",
+          "How does a decoder generate text?",
+          "It predicts every next token in parallel in training (teacher forcing, made honest by the causal mask: "
+          "without it the loss falls far below the language's entropy and generation produces impossible text) and "
+          "generates one token per step. On a language with a known truth, greedy and beam text repeat while sampling "
+          "at T = 1 matches the true statistics. The KV cache (2 x layers x kv_heads x d_head x T x bytes; 0.5 MiB per "
+          "token for Llama 2 7B in fp16) makes each step O(T) instead of O(T^2); MQA/GQA divide it by heads/kv_heads.",
+          "temperature, top-k and top-p on a real next-token distribution beside the truth; the causal mask on or off"),
 ]
 
 
