@@ -104,10 +104,11 @@ CATALOG = [
     Entry("12_decoding.ipynb", "qalib.topics.decoding", "qalib.topics.decoding_experiment",
           "How does a decoder generate text?",
           "It predicts every next token in parallel in training (teacher forcing, made honest by the causal mask: "
-          "without it the loss falls far below the language's entropy and generation produces impossible text) and "
-          "generates one token per step. On a language with a known truth, greedy and beam text repeat while sampling "
-          "at T = 1 matches the true statistics. The KV cache (2 x layers x kv_heads x d_head x T x bytes; 0.5 MiB per "
-          "token for Llama 2 7B in fp16) makes each step O(T) instead of O(T^2); MQA/GQA divide it by heads/kv_heads.",
+          "without it the loss falls far below the language's entropy and the model then generates mostly impossible "
+          "text) and generates one token per step. On a language with a known truth, greedy and beam gave fewer "
+          "impossible tokens than sampling but token frequencies further from the truth's. The KV cache (2 x layers x "
+          "kv_heads x d_head x T x bytes; 0.5 MiB per token for Llama 2 7B in fp16) makes each step O(T) instead of "
+          "O(T^2) score entries; MQA/GQA divide it by heads/kv_heads, at no measurable loss on the toy.",
           "temperature, top-k and top-p on a real next-token distribution beside the truth; the causal mask on or off"),
 ]
 
