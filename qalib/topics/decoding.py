@@ -276,7 +276,8 @@ def sampling_view(logits: torch.Tensor, truth: torch.Tensor, temperature: float 
                   top_p: float = 1.0) -> dict:
     """What strategy="sample" would draw from (qalib.generate.sampling_distribution: softmax(z / T), then top-k,
     then top-p) for one context's logits (V,), beside the truth's distribution (V,) of the same context.
-    kl_truth: KL(truth || sampled), inf when the filters cut a token the language can produce."""
+    kl_truth: KL(truth || sampled), or None when the filters cut a token the language can produce (then the KL is
+    infinite: that text can never be sampled)."""
     t = float_in("temperature", temperature, 0.05, 20.0)
     k = int_in("top_k", top_k, 1, logits.shape[-1])
     p = float_in("top_p", top_p, 0.0, 1.0, lo_open=True)
@@ -284,7 +285,7 @@ def sampling_view(logits: torch.Tensor, truth: torch.Tensor, temperature: float 
     truth = truth.double()
     cut = int(((probs == 0) & (truth > 0)).sum())
     out = {"probs": probs[N_SPECIAL:].numpy(), "truth": truth[N_SPECIAL:].numpy(),
-           "model": logits.double().softmax(-1)[N_SPECIAL:].numpy(), "kl_truth": float(kl(truth, probs)),
+           "model": logits.double().softmax(-1)[N_SPECIAL:].numpy(), "kl_truth": None if cut else float(kl(truth, probs)),
            "kept": int((probs > 0).sum()), "cut_possible": cut, "temperature": t, "top_k": k, "top_p": p}
     if cut:
         out["note"] = (f"the filters removed {cut} token(s) the language can produce here: KL(truth || sampled) is "
@@ -294,21 +295,22 @@ def sampling_view(logits: torch.Tensor, truth: torch.Tensor, temperature: float 
 
 def plot_sampling_view(fig, r: dict):
     """Bars of the sampled distribution over the 27 content tokens, the truth as dots; fixed axes (probabilities
-    0 to 1), so a change redraws only the bars, the dots stay, and the title."""
+    0 to 1), so a change redraws only the bars, the dots (another context has another truth) and the title."""
     ax = fig.subplots()
     x = np.arange(len(r["probs"]))
     bars = ax.bar(x, r["probs"], color="#2166ac", label="sampled from (after T, top-k, top-p)")
-    ax.plot(x, r["truth"], "o", color="#b35806", ms=5, label="the truth")
+    dots, = ax.plot(x, r["truth"], "o", color="#b35806", ms=5, label="the truth")
     ax.set(xlim=(-0.7, len(x) - 0.3), ylim=(0, 1.02), xlabel="next token (content id)", ylabel="probability")
     ax.set_xticks(x[::2], [str(i + N_SPECIAL) for i in x[::2]])
     ax.legend(fontsize=8, loc="upper right")
     title = live_title(ax)
-    live(*bars)
+    live(*bars, dots)
 
     def update(r) -> None:
+        dots.set_ydata(r["truth"])
         for bar, h in zip(bars, r["probs"]):
             bar.set_height(h)
-        kl_text = "inf" if math.isinf(r["kl_truth"]) else f"{r['kl_truth']:.3f}"
+        kl_text = "inf" if r["kl_truth"] is None else f"{r['kl_truth']:.3f}"
         title.set_text(f"T = {r['temperature']:.2g}, top-k = {r['top_k']}, top-p = {r['top_p']:.2f}: "
                        f"{r['kept']} tokens kept, KL(truth || sampled) = {kl_text} nats")
 
