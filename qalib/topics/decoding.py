@@ -15,8 +15,6 @@ demos. The training runs live in decoding_experiment.py.
 
 from __future__ import annotations
 
-import functools
-import html
 import math
 import time
 from typing import TYPE_CHECKING
