@@ -126,6 +126,17 @@ CATALOG = [
           "masking probabilities on a sentence you type; segment ids of a sentence pair",
           formula='15% predicted: 80% [MASK], 10% random, 10% kept',
           number='12% / 1.5% / 1.5% of all tokens (computed from Devlin et al. 2019, sec. 3.1)'),
+    Entry("12_decoding.ipynb", "qalib.topics.decoding", "qalib.topics.decoding_experiment",
+          "How does a decoder generate text?",
+          "It predicts every next token in parallel in training (teacher forcing, made honest by the causal mask: "
+          "without it the loss falls far below the language's entropy and the model then generates mostly impossible "
+          "text) and generates one token per step. On a language with a known truth, greedy and beam gave fewer "
+          "impossible tokens than sampling but token frequencies further from the truth's. The KV cache (2 x layers x "
+          "kv_heads x d_head x T x bytes; 0.5 MiB per token for Llama 2 7B in fp16) makes each step O(T) instead of "
+          "O(T^2) score entries; MQA/GQA divide it by heads/kv_heads, at no measurable loss on the toy.",
+          "temperature, top-k and top-p on a real next-token distribution beside the truth; the causal mask on or off",
+          formula=r"$p(x)=\prod_t p(x_t\mid x_{<t})$; cache bytes $=2\,L\,h_{kv}\,d_{head}\,T\,B\,b$",
+          number="Llama 2 7B in fp16: 2 x 32 x 32 x 128 x 2 bytes = 0.5 MiB per token, 2 GiB per 4k-token sequence"),
     Entry("13_attention_vs_recurrence.ipynb", "qalib.topics.recurrence", "qalib.topics.recurrence_experiment",
           "Why did attention replace recurrence?",
           "Path length: an RNN's gradient to the token d steps back is a product of d Jacobians (at init a GRU's shrinks "
