@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from pathlib import Path
 
@@ -290,3 +291,43 @@ def load(folder: Path | str) -> tuple[MiniBert, WordPiece]:
         raise ValueError(f"{folder}: the vocabulary has {tokenizer.vocab_size} tokens but the embedding table "
                          f"{rows} rows, so some token ids have no embedding: vocabulary and weights do not match")
     return model, tokenizer
+
+
+# -- the switch: QALIB_MODEL ----------------------------------------------------------------------
+ENV_VAR = "QALIB_MODEL"
+MINILM_NAME = "all-MiniLM-L6-v2"
+
+
+def model_folder() -> Path | None:
+    """The folder $QALIB_MODEL names (expanded, resolved), or None when the variable is unset or empty."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    return Path(value).expanduser().resolve() if value else None
+
+
+def real_model_name() -> str:
+    """The name prose and skipped claims give the real model: all-MiniLM-L6-v2, or $QALIB_MODEL's folder name."""
+    folder = model_folder()
+    return MINILM_NAME if folder is None else folder.name
+
+
+def real_model_dir() -> Path:
+    """The real model's checkpoint folder (config.json, model.safetensors, vocab): $QALIB_MODEL or MiniLM's."""
+    folder = model_folder()
+    return model_dir() if folder is None else folder
+
+
+def real_model(device: torch.device | str | None = None) -> tuple[MiniBert, WordPiece]:
+    """(model, tokenizer) for every "In a real model" section: load($QALIB_MODEL) when the variable is set, else
+    minilm(). Cached per (folder, device) like minilm(), so callers must not change the objects either."""
+    folder = model_folder()
+    device = torch.device("cpu" if device is None else device)
+    return _load(device) if folder is None else _load_folder(folder, device)
+
+
+@functools.cache
+def _load_folder(folder: Path, device: torch.device) -> tuple[MiniBert, WordPiece]:
+    try:
+        model, tokenizer = load(folder)
+    except (OSError, ValueError) as err:  # the loader's message, plus where the folder came from
+        raise type(err)(f"{ENV_VAR}={os.environ.get(ENV_VAR)}: {err}") from err
+    return model.to(device), tokenizer
