@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser lab test test-fast bench site present interview cheatsheet lock clean-venv strip
+.PHONY: setup browser lab test test-fast bench site present interview cheatsheet lock clean-venv strip any-bert
 
 setup: $(STAMP) browser
 
@@ -55,6 +55,12 @@ interview: setup
 # One page of short answers, formulas and follow-ups: cheatsheet/cheatsheet.html and .pdf (offline).
 cheatsheet: setup
 	$(PY) -m qalib.tools.cheatsheet --out cheatsheet
+
+# Every notebook 01-11 on another BERT: claims run / skipped as model-specific, per notebook (minutes; not in `make test`).
+# MODEL=/path/to/checkpoint-folder, or empty to save a random BERT (3 layers, d = 192) first.
+MODEL ?=
+any-bert: setup
+	$(PY) -m qalib.tools.any_bert $(if $(MODEL),--folder $(MODEL))
 
 site: setup
 	$(PY) -m qalib.tools.site
