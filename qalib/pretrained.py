@@ -304,10 +304,13 @@ def model_folder() -> Path | None:
     return Path(value).expanduser().resolve() if value else None
 
 
-def real_model_name() -> str:
-    """The name prose and skipped claims give the real model: all-MiniLM-L6-v2, or $QALIB_MODEL's folder name."""
+def real_model_name(short: bool = False) -> str:
+    """The name prose and skipped claims give the real model: all-MiniLM-L6-v2 (short: MiniLM, as claims say it),
+    or $QALIB_MODEL's folder name."""
     folder = model_folder()
-    return MINILM_NAME if folder is None else folder.name
+    if folder is None:
+        return "MiniLM" if short else MINILM_NAME
+    return folder.name
 
 
 def real_model_dir() -> Path:

@@ -26,6 +26,7 @@ def random_bert(tmp_path_factory):
 def test_unset_or_empty_means_minilm(monkeypatch):
     monkeypatch.delenv(ENV_VAR, raising=False)
     assert real_model() == minilm() and real_model_name() == MINILM_NAME and real_model_dir() == model_dir()
+    assert real_model_name(short=True) == "MiniLM"
     monkeypatch.setenv(ENV_VAR, " ")
     assert real_model()[0] is minilm()[0]
 
@@ -34,7 +35,7 @@ def test_the_variable_loads_that_folder_once(monkeypatch, random_bert):
     monkeypatch.setenv(ENV_VAR, str(random_bert))
     model, tok = real_model()
     assert (model.cfg.n_layers, model.cfg.d_model, model.cfg.n_heads) == (2, 96, 12)
-    assert real_model("cpu")[0] is model and real_model_name() == "tiny-random-bert"
+    assert real_model("cpu")[0] is model and real_model_name() == real_model_name(short=True) == "tiny-random-bert"
     assert real_model_dir() == random_bert.resolve()
     out = model(**tok("The cat sat.")).last_hidden_state
     assert out.shape[-1] == 96 and torch.isfinite(out).all()
