@@ -2,6 +2,7 @@
 BERT-family checkpoint folder the user names.
 
     model, tokenizer = minilm()                      # or: load("/path/to/bert-base-uncased")
+    model, tokenizer = real_model()                  # the notebooks' model: $QALIB_MODEL's folder, else MiniLM
     enc = tokenizer("The cat sat.", "It was tired.")
     out = model(**enc, return_internals=True)
 
