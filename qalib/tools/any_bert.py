@@ -3,6 +3,7 @@ the claims skipped as model-specific (holds_for=...). Not part of the test suite
 
     python -m qalib.tools.any_bert                  # saves a random BERT (3 layers, d = 192, 12 heads) first
     python -m qalib.tools.any_bert --folder F       # any checkpoint folder qalib.pretrained.load reads
+    python -m qalib.tools.any_bert --only 04 09     # some notebooks only
     make any-bert MODEL=F
 
 A notebook whose claim fails on the other model raises, and is reported as failed with the error's last line.
@@ -41,7 +42,7 @@ def count(lines: list[str]) -> tuple[int, int]:
     return sum(line.startswith(TICK) for line in lines), sum(line.startswith(SKIP) for line in lines)
 
 
-def run_all(folder: Path, timeout: int) -> int:
+def run_all(folder: Path, timeout: int, only: list[str] | None = None) -> int:
     from nbclient.exceptions import CellExecutionError
 
     from qalib.tools.nbtools import execute
@@ -49,8 +50,9 @@ def run_all(folder: Path, timeout: int) -> int:
     os.environ[ENV_VAR] = str(folder)  # the kernels inherit it
     failed = 0
     print(f"{ENV_VAR}={folder}")
+    chosen = tuple(f"{n}_" for n in only) if only else tuple(NOTEBOOKS)
     for path in notebook_paths():
-        if not path.name.startswith(tuple(NOTEBOOKS)):
+        if not path.name.startswith(chosen):
             continue
         try:
             nb, secs = execute(path, timeout=timeout)
@@ -77,11 +79,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m qalib.tools.any_bert", description=__doc__.splitlines()[0])
     parser.add_argument("--folder", type=Path, help="a BERT checkpoint folder (default: save a random BERT)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300)")
+    parser.add_argument("--only", nargs="+", choices=[n[:2] for n in NOTEBOOKS], metavar="NN",
+                        help="run these notebooks only, e.g. --only 04 09 (default: 01-11)")
     args = parser.parse_args(argv)
     if args.folder is not None:
-        return run_all(args.folder.expanduser().resolve(), args.timeout)
+        return run_all(args.folder.expanduser().resolve(), args.timeout, args.only)
     with tempfile.TemporaryDirectory() as tmp:
-        return run_all(save_random_bert(Path(tmp) / "random-bert"), args.timeout)
+        return run_all(save_random_bert(Path(tmp) / "random-bert"), args.timeout, args.only)
 
 
 if __name__ == "__main__":
