@@ -76,7 +76,8 @@ def _skip_lines(nb) -> list[str]:
 def main(argv: list[str]) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m qalib.tools.any_bert", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m qalib.tools.any_bert", description="Run notebooks 01-11 with QALIB_MODEL set to another BERT; "
+                                     "count per notebook the claims that ran and those skipped as model-specific.")
     parser.add_argument("--folder", type=Path, help="a BERT checkpoint folder (default: save a random BERT)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300)")
     parser.add_argument("--only", nargs="+", choices=[n[:2] for n in NOTEBOOKS], metavar="NN",
