@@ -75,3 +75,10 @@ def test_a_model_specific_claim_is_skipped_on_another_model(monkeypatch, capsys,
 def test_holds_for_must_name_a_model():
     with pytest.raises(TypeError, match="holds_for"):
         check("x", True, holds_for=" ")
+
+
+def test_any_bert_counts_measurements_and_skipped_claims():
+    from qalib.tools.any_bert import count
+
+    lines = [f"{TICK} a — measured: 1", f"{SKIP} skipped: b — ...", "\u2261 identity: c — checked: 0", f"{TICK} d"]
+    assert count(lines) == (2, 1)
