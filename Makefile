@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser lab test test-fast bench site present interview cheatsheet lock clean-venv strip any-bert
+.PHONY: setup browser lab test test-fast bench site present interview cheatsheet lock clean-venv strip
 
 setup: $(STAMP) browser
 
@@ -59,6 +59,7 @@ cheatsheet: setup
 # Every notebook 01-11 on another BERT: claims run / skipped as model-specific, per notebook (minutes; not in `make test`).
 # MODEL=/path/to/checkpoint-folder, or empty to save a random BERT (3 layers, d = 192) first.
 MODEL ?=
+.PHONY: any-bert
 any-bert: setup
 	$(PY) -m qalib.tools.any_bert $(if $(MODEL),--folder $(MODEL))
 
