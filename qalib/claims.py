@@ -7,12 +7,16 @@
                                                                evidence, and it is never counted as such
     quote(...)      "❝ quoted: <figure> — <source>"            a figure from a paper, with its table or section
 
+A claim about one checkpoint's own numbers takes holds_for="all-MiniLM-L6-v2": on that model it is an ordinary
+check; when $QALIB_MODEL loads another one it prints "⊘ skipped: ..." instead (neither evidence nor failure).
+
 Executing the notebooks in the test suite verifies every measurement and identity they print; the ✓ lines of an
 executed notebook, and only they, count its measurements. notebooks/REVIEWING.md says which kind a statement is.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,6 +26,7 @@ import torch
 TICK = "\u2713"       # ✓ a measurement
 IDENTITY = "\u2261"   # ≡ an identity, checked numerically
 QUOTE = "\u275d"      # ❝ a quoted figure
+SKIP = "\u2298"       # ⊘ a model-specific claim skipped on another model
 MARKS = (TICK, IDENTITY, QUOTE)
 
 
@@ -63,18 +68,18 @@ def format_value(value: object) -> str:
     return str(value)
 
 
-def check(claim: str, holds: bool, measured: object = None) -> CheckedClaim:
+def check(claim: str, holds: bool, measured: object = None, *, holds_for: str | None = None) -> CheckedClaim | None:
     """A measurement: print a tick line if `holds`, otherwise raise ClaimFailed naming the claim and the value.
     Use it only where `holds` could come out False if the claim about the world (BERT, training, the paper) were
-    false; an identity or arithmetic goes through `identity`."""
-    return _verify(claim, holds, measured, "measurement")
+    false; an identity or arithmetic goes through `identity`. holds_for: see `skipped`."""
+    return None if skipped(claim, holds_for) else _verify(claim, holds, measured, "measurement")
 
 
-def identity(claim: str, holds: bool, checked: object = None) -> CheckedClaim:
+def identity(claim: str, holds: bool, checked: object = None, *, holds_for: str | None = None) -> CheckedClaim | None:
     """A derivation checked numerically (an identity, arithmetic, a property true by construction): printed with
     "≡ identity:", not a tick, and not counted as a measurement. It still raises ClaimFailed if it does not hold,
     which means the code, not the world, is wrong."""
-    return _verify(claim, holds, checked, "identity")
+    return None if skipped(claim, holds_for) else _verify(claim, holds, checked, "identity")
 
 
 def quote(figure: str, source: str) -> str:
@@ -108,17 +113,19 @@ def _verify(claim: str, holds: bool, measured: object, kind: str) -> CheckedClai
     return result
 
 
-def check_close(claim: str, measured, expected, *, rtol: float = 1e-5, atol: float = 0.0) -> CheckedClaim:
+def check_close(claim: str, measured, expected, *, rtol: float = 1e-5, atol: float = 0.0,
+                holds_for: str | None = None) -> CheckedClaim | None:
     """Claim that `measured` equals `expected` within rtol/atol (element-wise for arrays).
 
     NaN never counts as close: a NaN measurement fails the claim.
     """
-    return _close(claim, measured, expected, rtol, atol, check)
+    return None if skipped(claim, holds_for) else _close(claim, measured, expected, rtol, atol, check)
 
 
-def identity_close(claim: str, value, expected, *, rtol: float = 1e-5, atol: float = 0.0) -> CheckedClaim:
+def identity_close(claim: str, value, expected, *, rtol: float = 1e-5, atol: float = 0.0,
+                   holds_for: str | None = None) -> CheckedClaim | None:
     """An identity checked numerically to rtol/atol (two ways of computing the same thing agree)."""
-    return _close(claim, value, expected, rtol, atol, identity)
+    return None if skipped(claim, holds_for) else _close(claim, value, expected, rtol, atol, identity)
 
 
 def _close(claim, measured, expected, rtol, atol, report) -> CheckedClaim:
@@ -135,12 +142,30 @@ def _close(claim, measured, expected, rtol, atol, report) -> CheckedClaim:
     return report(f"{claim} (expected {format_value(expected)}, {tol})", ok, shown)
 
 
-def check_all(claim: str, conditions: Iterable[bool], measured: object = None) -> CheckedClaim:
+def check_all(claim: str, conditions: Iterable[bool], measured: object = None, *,
+              holds_for: str | None = None) -> CheckedClaim | None:
     """Claim that every one of several conditions holds (e.g. one per d_k or per seed)."""
     conditions = [bool(c) for c in conditions]
     if not conditions:
         raise ValueError("check_all needs at least one condition")
-    return check(claim, all(conditions), measured)
+    return check(claim, all(conditions), measured, holds_for=holds_for)
+
+
+def skipped(claim: str, holds_for: str | None) -> bool:
+    """For a claim about one checkpoint's own weights (holds_for names it): when the real model is another one
+    ($QALIB_MODEL), print a "⊘ skipped" line and return True (the caller returns None, checking nothing);
+    otherwise (or with holds_for=None) return False, and the caller checks the claim as usual. The MiniLM run prints exactly the lines it would without holds_for."""
+    if holds_for is None:
+        return False
+    if not isinstance(holds_for, str) or not holds_for.strip():
+        raise TypeError("holds_for must name the model the claim is about, e.g. 'all-MiniLM-L6-v2'")
+    from qalib.pretrained import ENV_VAR, real_model_name  # here: only model-specific claims need the loader
+
+    if real_model_name() == holds_for:
+        return False
+    print(f"{SKIP} skipped: {claim} — this claim is about {holds_for}'s weights "
+          f"({ENV_VAR}={os.environ.get(ENV_VAR)} loads {real_model_name()})")
+    return True
 
 
 def _as_array(x) -> np.ndarray:

@@ -2,6 +2,7 @@
 BERT-family checkpoint folder the user names.
 
     model, tokenizer = minilm()                      # or: load("/path/to/bert-base-uncased")
+    model, tokenizer = real_model()                  # the notebooks' model: $QALIB_MODEL's folder, else MiniLM
     enc = tokenizer("The cat sat.", "It was tired.")
     out = model(**enc, return_internals=True)
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from pathlib import Path
 
@@ -290,3 +292,46 @@ def load(folder: Path | str) -> tuple[MiniBert, WordPiece]:
         raise ValueError(f"{folder}: the vocabulary has {tokenizer.vocab_size} tokens but the embedding table "
                          f"{rows} rows, so some token ids have no embedding: vocabulary and weights do not match")
     return model, tokenizer
+
+
+# -- the switch: QALIB_MODEL ----------------------------------------------------------------------
+ENV_VAR = "QALIB_MODEL"
+MINILM_NAME = "all-MiniLM-L6-v2"
+
+
+def model_folder() -> Path | None:
+    """The folder $QALIB_MODEL names (expanded, resolved), or None when the variable is unset or empty."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    return Path(value).expanduser().resolve() if value else None
+
+
+def real_model_name(short: bool = False) -> str:
+    """The name prose and skipped claims give the real model: all-MiniLM-L6-v2 (short: MiniLM, as claims say it),
+    or $QALIB_MODEL's folder name."""
+    folder = model_folder()
+    if folder is None:
+        return "MiniLM" if short else MINILM_NAME
+    return folder.name
+
+
+def real_model_dir() -> Path:
+    """The real model's checkpoint folder (config.json, model.safetensors, vocab): $QALIB_MODEL or MiniLM's."""
+    folder = model_folder()
+    return model_dir() if folder is None else folder
+
+
+def real_model(device: torch.device | str | None = None) -> tuple[MiniBert, WordPiece]:
+    """(model, tokenizer) for every "In a real model" section: load($QALIB_MODEL) when the variable is set, else
+    minilm(). Cached per (folder, device) like minilm(), so callers must not change the objects either."""
+    folder = model_folder()
+    device = torch.device("cpu" if device is None else device)
+    return _load(device) if folder is None else _load_folder(folder, device)
+
+
+@functools.cache
+def _load_folder(folder: Path, device: torch.device) -> tuple[MiniBert, WordPiece]:
+    try:
+        model, tokenizer = load(folder)
+    except (OSError, ValueError) as err:  # the loader's message, plus where the folder came from
+        raise type(err)(f"{ENV_VAR}={os.environ.get(ENV_VAR)}: {err}") from err
+    return model.to(device), tokenizer

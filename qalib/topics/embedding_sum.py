@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from qalib.drawing import LiveTickLabels, Update, bar_polygons, live, live_bars
-from qalib.pretrained import minilm
+from qalib.pretrained import real_model
 from qalib.probes import fit_probe, probe_accuracy
 from qalib.validate import int_in, seed_list
 
@@ -318,7 +318,7 @@ def pair_parts(text: str, pair: str, token: int, after_norm: bool = False) -> di
     """Tokens of a typed pair, and the word / segment / position parts and their sum for one chosen token."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("sentence A is empty: type a sentence")
-    model, tok = minilm()
+    model, tok = real_model()
     enc = tok(text, pair if pair and pair.strip() else None, max_length=model.cfg.max_len)
     parts = embedding_parts(model, enc)
     n = enc["input_ids"].shape[1]

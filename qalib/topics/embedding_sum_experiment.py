@@ -80,9 +80,9 @@ def checkpoint_embedding_block(path=None) -> dict:
     and the trained LayerNorm gain. Read from model.safetensors directly, not through qalib's model."""
     from safetensors import safe_open
 
-    from qalib.pretrained import model_dir
+    from qalib.pretrained import real_model_dir
 
-    with safe_open(str(path or model_dir() / "model.safetensors"), "pt") as f:
+    with safe_open(str(path or real_model_dir() / "model.safetensors"), "pt") as f:
         names = sorted(k for k in f.keys() if k.startswith("embeddings."))
         shapes = {k[len("embeddings."):]: tuple(f.get_slice(k).get_shape()) for k in names}
         gamma = f.get_tensor("embeddings.LayerNorm.weight") if "embeddings.LayerNorm.weight" in names else None

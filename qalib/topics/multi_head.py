@@ -26,7 +26,7 @@ from matplotlib.textpath import TextPath
 from qalib.attention import attention
 from qalib.config import MiniBertConfig
 from qalib.model import SelfAttention
-from qalib.pretrained import minilm
+from qalib.pretrained import real_model
 from qalib.drawing import LiveTickLabels, Update, live, points_to_pixels
 from qalib.validate import float_in, int_in
 
@@ -139,7 +139,7 @@ def favourite_keys_rank1(seq_len: int = 32, seed: int = 0) -> int:
 
 def score_rank(layer: int = 0, head: int = 0) -> dict:
     """Rank of one MiniLM head's bilinear score form W_Q^h^T W_K^h (d x d), and the bound d_k."""
-    model, _ = minilm()
+    model, _ = real_model()
     cfg = model.cfg
     int_in("layer", layer, 0, cfg.n_layers - 1), int_in("head", head, 0, cfg.n_heads - 1)
     w = model.layers[layer].attention.qkv.weight.detach().double()  # (3d, d): rows [q | k | v]
@@ -151,7 +151,7 @@ def score_rank(layer: int = 0, head: int = 0) -> dict:
 @torch.no_grad()
 def head_contributions(layer: int = 0, text: str = SENTENCES[0]) -> dict:
     """MiniLM's attention sublayer output vs the sum over heads of head_h W_O[:, slice_h]^T (+ bias)."""
-    model, tok = minilm()
+    model, tok = real_model()
     int_in("layer", layer, 0, model.cfg.n_layers - 1)
     internals = model(**tok(text), return_internals=True).internals
     x = internals["embeddings.out"] if layer == 0 else internals[f"layer{layer - 1}.hidden"]  # (1, T, d)
@@ -170,7 +170,7 @@ def minilm_attention(text: str, max_tokens: int = 48) -> dict:
     """Word pieces and attention probabilities (L, H, T, T) of all-MiniLM-L6-v2 for one sentence."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("text must be a non-empty sentence")
-    model, tok = minilm()
+    model, tok = real_model()
     enc = tok(text, max_length=max_tokens)
     with torch.no_grad():
         internals = model(**enc, return_internals=True).internals

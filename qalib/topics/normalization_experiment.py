@@ -311,9 +311,9 @@ def checkpoint_norm_tensors(path=None) -> dict:
     batch count), which a BatchNorm would need at inference."""
     from safetensors import safe_open
 
-    from qalib.pretrained import model_dir
+    from qalib.pretrained import real_model_dir
 
-    with safe_open(str(path or model_dir() / "model.safetensors"), "pt") as f:
+    with safe_open(str(path or real_model_dir() / "model.safetensors"), "pt") as f:
         names = sorted(f.keys())
         shapes = {k: tuple(f.get_slice(k).get_shape()) for k in names}
     layer_norms = sorted({k.rsplit(".", 1)[0] for k in names if ".LayerNorm." in k})

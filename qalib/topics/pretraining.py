@@ -31,7 +31,7 @@ from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens, masking_r
 from qalib.device import one_thread
 from qalib.drawing import (Change, LiveTickLabels, Panels, Update, bar_polygons, fixed_or_nice, live, live_bars, most,
                            nice_ceiling, points_to_pixels, set_limits)
-from qalib.pretrained import minilm
+from qalib.pretrained import real_model, real_model_name
 from qalib.validate import int_in, probability, seed_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -114,10 +114,8 @@ def visible_token_trust(mlm_prob=0.15, mask_frac=0.8, random_frac=0.1) -> dict:
 # ---------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def cached_tokenizer():
-    """The all-MiniLM-L6-v2 WordPiece tokenizer, built once per process (redraws must stay fast)."""
-    from qalib.pretrained import WordPiece, model_dir
-
-    return WordPiece(model_dir() / "vocab.txt")
+    """The real model's WordPiece tokenizer (all-MiniLM-L6-v2's, or $QALIB_MODEL's), built once per process."""
+    return real_model()[1]
 
 
 def maskable_pieces(ids: torch.Tensor, tok) -> torch.Tensor:
@@ -373,19 +371,20 @@ def segment_effect(model, enc: dict, mode: str = "zero") -> dict:
 @functools.lru_cache(maxsize=64)
 def _minilm_states(text_a: str, text_b: str | None, types: tuple) -> tuple[list, torch.Tensor]:
     """Word pieces and MiniLM hidden states of a pair with given segment ids (cached: moving a slider is free)."""
-    model, tok = minilm()
+    model, tok = real_model()
     enc = tok(text_a, text_b, max_length=128)
     tokens = [tok.backend.id_to_token(int(i)) for i in enc["input_ids"][0]]  # as truncated
     return tokens, hidden_states(model, enc["input_ids"], torch.tensor([types]))
 
 
 def segment_view(text_a: str = "The cat sat on the mat.", text_b: str = "It was warm there.", mode: str = "zero",
-                 layer: int = 6) -> dict:
-    """segment_effect for a typed pair on all-MiniLM-L6-v2, with the tokens, for one chosen layer."""
+                 layer: int | None = None) -> dict:
+    """segment_effect for a typed pair on the real model (all-MiniLM-L6-v2, or $QALIB_MODEL's), with the tokens,
+    for one chosen layer (default: the last)."""
     if not isinstance(text_a, str) or not text_a.strip():
         raise ValueError("sentence A is empty: type a sentence")
-    model, tok = minilm()
-    int_in("layer", layer, 0, model.cfg.n_layers)
+    model, tok = real_model()
+    layer = model.cfg.n_layers if layer is None else int_in("layer", layer, 0, model.cfg.n_layers)
     text_b = text_b if isinstance(text_b, str) and text_b.strip() else None
     types = tok(text_a, text_b, max_length=128)["token_type_ids"]
     new = new_segment_ids(types, mode)
@@ -440,13 +439,14 @@ def segment_demo() -> Demo:
     import ipywidgets as W
     from qalib.widgets import Demo
 
+    n_layers = real_model()[0].cfg.n_layers  # 6 in MiniLM
     controls = {
         "text_a": W.Text(value="The cat sat on the mat.", description="sentence A"),
         "text_b": W.Text(value="It was warm there.", description="sentence B"),
         "mode": W.Dropdown(options=["zero", "ones", "swap"], value="zero", description="new segment ids"),
-        "layer": W.IntSlider(value=6, min=0, max=6, description="layer"),
+        "layer": W.IntSlider(value=n_layers, min=0, max=n_layers, description="layer"),
     }
-    return Demo(segment_view, plot_segment_effect, controls, title="What the segment ids do in all-MiniLM-L6-v2",
+    return Demo(segment_view, plot_segment_effect, controls, title=f"What the segment ids do in {real_model_name()}",
                 figsize=(10, 3.4))
 
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from qalib.positions import offset_matrix, sinusoidal
-from qalib.pretrained import minilm
+from qalib.pretrained import real_model
 from qalib.drawing import Change, Update, fixed_or_nice, live, set_limits
 from qalib.validate import choice, int_in, positive, seed_list
 
@@ -43,7 +43,7 @@ SENTENCE = (
 @functools.lru_cache(maxsize=4)
 def pretrained_embeddings(text: str = SENTENCE) -> torch.Tensor:
     """(T, 384) output of all-MiniLM-L6-v2's embedding layer (word + segment + position, LayerNorm) for `text`."""
-    model, tok = minilm()
+    model, tok = real_model()
     with torch.no_grad():
         out = model(**tok(text), return_internals=True)
     return out.internals["embeddings.out"][0].clone()
