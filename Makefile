@@ -36,8 +36,11 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb
 
+# Two pytest-xdist workers: the notebook runs and browser tests wait on kernels and pages, so two side by side
+# finish sooner on 2 cores than one after another. WORKERS=0 runs everything in one process.
+WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal)
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not notebook"
