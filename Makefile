@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser lab test test-fast bench site present slides interview cheatsheet lock clean-venv strip
+.PHONY: setup browser lab test test-fast bench site present slides interview exercises cheatsheet lock clean-venv strip
 
 setup: $(STAMP) browser
 
@@ -60,6 +60,10 @@ slides: setup
 # The mock interview as an app: questions from every drill; progress in ~/.qalib/progress.json ($$QALIB_PROGRESS).
 interview: setup
 	$(VENV)/bin/voila notebooks/mock_interview.ipynb --strip_sources=True
+
+# The write-it-yourself exercises, opened in JupyterLab.
+exercises: setup
+	$(VENV)/bin/jupyter lab notebooks/practice_exercises.ipynb
 
 # One page of short answers, formulas and follow-ups: cheatsheet/cheatsheet.html and .pdf (offline).
 cheatsheet: setup
