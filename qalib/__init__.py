@@ -16,6 +16,7 @@ Model core (torch, no plotting):
                     what the notebooks use: load($QALIB_MODEL) when set, else minilm()
     data, train  -- synthetic tasks with known ground truth; a small seeded training loop
     presets      -- small settings that train in seconds on 2 CPU cores
+    fits         -- power laws fitted to measured curves (the exponent of time against length)
     probes       -- linear probes: can a linear map read a property out of vectors?
     parallel     -- independent runs (seeds, variants) on every CPU core at once
 Notebook support:

@@ -32,6 +32,7 @@ from qalib.train import layer_grad_norms
 from qalib.device import one_thread
 from qalib.validate import choice, float_in, int_in, seed_list
 from qalib.drawing import Change, Update, decade_ticks, limits_with_margins, live, seed_band
+from qalib.fits import fit_exponent
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
     from qalib.widgets import Demo
@@ -317,20 +318,6 @@ class LinformerSelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # each (B, H, T, dh)
         res = linformer_attention(q, k, v, self.E[:, :t], self.F[:, :t])
         return self.output(res.out.transpose(1, 2).reshape(b, t, d)), res.scores  # scores (B, H, T, k_proj)
-
-
-def fit_exponent(x, y, robust: bool = False) -> float:
-    """Slope p of log y against log x (y ~ c x^p): least squares, or with robust=True the median of the slopes
-    between all pairs of points (Theil-Sen), which one timing disturbed by another process cannot drag far."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.shape != y.shape or x.size < 2 or (x <= 0).any() or (y <= 0).any():
-        raise ValueError("x and y need the same shape, >= 2 points and positive values")
-    lx, ly = np.log(x), np.log(y)
-    if not robust:
-        return float(np.polyfit(lx, ly, 1)[0])
-    i, j = np.triu_indices(x.size, k=1)
-    keep = lx[j] != lx[i]
-    return float(np.median((ly[j] - ly[i])[keep] / (lx[j] - lx[i])[keep]))
 
 
 def _time_min(fns, repeats):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from qalib.fits import fit_exponent  # the notebook times generation with it
 from qalib.config import DecoderConfig
 from qalib.data import N_SPECIAL, SyntheticLanguage
 from qalib.decoder import DecoderLM
@@ -229,19 +230,8 @@ def time_per_token(lengths=(64, 128, 256, 512), new_tokens: int = 16, repeats: i
             out[key].append(best / new_tokens)
     for key in ("cached", "uncached"):
         out[key] = np.array(out[key])
-        out["exp_" + key] = fit_exponent(out["T"], out[key])
+        out["exp_" + key] = fit_exponent(out["T"], out[key], robust=True)
     return out
-
-
-def fit_exponent(x, y) -> float:
-    """Slope p of log y against log x (y ~ c x^p), as the median of the slopes between all pairs of points
-    (Theil-Sen), which one timing disturbed by another process cannot drag far."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.shape != y.shape or x.size < 2 or (x <= 0).any() or (y <= 0).any():
-        raise ValueError("x and y need the same shape, >= 2 points and positive values")
-    i, j = np.triu_indices(x.size, k=1)
-    keep = x[j] != x[i]
-    return float(np.median((np.log(y[j]) - np.log(y[i]))[keep] / (np.log(x[j]) - np.log(x[i]))[keep]))
 
 
 def plot_timing(fig, counted: dict, timed: dict) -> None:

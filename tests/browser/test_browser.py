@@ -197,6 +197,21 @@ def test_presenter_view_hides_code_and_controls_work(browser):
             page.close()
 
 
+def _files_only(page) -> list[str]:
+    """Let the page load local files only; return the list that collects every other URL it asked for."""
+    fetched_elsewhere = []
+
+    def only_files(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            fetched_elsewhere.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_files)
+    return fetched_elsewhere
+
+
 def test_site_pages_typeset_formulas_with_the_network_blocked(browser, tmp_path):
     """`make site` pages read offline: MathJax comes from the site's own copy, nothing is fetched from elsewhere."""
     import nbformat
@@ -208,16 +223,7 @@ def test_site_pages_typeset_formulas_with_the_network_blocked(browser, tmp_path)
     copy_mathjax(tmp_path / "mathjax")
     (tmp_path / "math.html").write_text(body, encoding="utf-8")
     page = browser.new_page()
-    fetched_elsewhere = []
-
-    def only_files(route):
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            fetched_elsewhere.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", only_files)
+    fetched_elsewhere = _files_only(page)
     page.goto((tmp_path / "math.html").as_uri())
     page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
                            " && document.querySelectorAll('.MathJax, .MathJax_Display').length >= 2", timeout=60_000)
@@ -299,17 +305,8 @@ def test_a_slide_deck_works_offline_and_prints_to_pdf(browser, tmp_path):
     topic = next(n for n in NOTEBOOKS if is_topic(Path(n)))
     (deck,) = build([Path(topic).stem], tmp_path)
     page = browser.new_page(viewport={"width": 1280, "height": 720})
-    fetched_elsewhere = []
-
-    def only_files(route):
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            fetched_elsewhere.append(route.request.url)
-            route.abort()
-
     try:
-        page.route("**/*", only_files)
+        fetched_elsewhere = _files_only(page)
         page.goto(deck.as_uri())
         page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
         page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0", timeout=60_000)
