@@ -65,7 +65,7 @@ interview: setup
 exercises: setup
 	$(VENV)/bin/jupyter lab notebooks/practice_exercises.ipynb
 
-# One page of short answers, formulas and follow-ups: cheatsheet/cheatsheet.html and .pdf (offline).
+# One sheet of short answers, formulas and follow-ups: cheatsheet/cheatsheet.html and .pdf (offline).
 cheatsheet: setup
 	$(PY) -m qalib.tools.cheatsheet --out cheatsheet
 

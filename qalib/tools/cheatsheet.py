@@ -1,5 +1,5 @@
-"""The collection's one-page cheat sheet: every question, its short answer, its key formula and number, and the
-follow-ups to be ready for, built offline from the catalog and the drills, so it never drifts from them.
+"""The collection's cheat sheet, one sheet of A4: every question, its short answer, its key formula and number, and
+the follow-ups to be ready for, built offline from the catalog and the drills, so it never drifts from them.
 
     python -m qalib.tools.cheatsheet [--out cheatsheet/]     # or: make cheatsheet
 
@@ -25,7 +25,9 @@ from qalib.tools.paths import ROOT
 CHROMIUM = "/usr/bin/chromium"
 FOLLOW_UPS_SHOWN = 2
 
-FONT_SIZES = (7.4, 7.0, 6.6, 6.2, 5.8)  # pt: the largest that fits one page is used (5.8 still reads in print)
+# (pages, font size in pt), tried in order: one side of the sheet while its type stays readable (6.6 pt), then both
+# sides at a larger type; the last is used whatever it takes, and the page count is printed.
+LAYOUTS = ((1, 7.4), (1, 7.0), (1, 6.6), (2, 8.0), (2, 7.4), (2, 7.0), (2, 6.6), (2, 6.2))
 
 STYLE = """
 @page { size: A4 landscape; margin: 6mm; }
@@ -90,10 +92,11 @@ def entry_html(entry: Entry) -> str:
             f"<ul class='follow'>{items}</ul></section>")
 
 
-def page(entries: list[Entry], font_size: float = FONT_SIZES[0]) -> str:
+def page(entries: list[Entry], font_size: float = LAYOUTS[0][1]) -> str:
     body = "".join(entry_html(e) for e in entries)
     style = STYLE.replace("FONT_SIZE", f"{font_size:g}")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>qalib cheat sheet</title>"
+            f"<meta name='qalib-font-size' content='{font_size:g}'>"
             f"<style>{style}</style></head><body><h1>qalib: the short answers</h1>"
             "<p class='lede'>Each question's 30-second answer, its key formula and number, and the follow-ups an "
             "interviewer asks next (answers in each notebook's drill and in the mock interview).</p>"
@@ -121,18 +124,26 @@ def build(out_dir: Path, pdf: bool = True) -> list[Path]:
     entries = [e for e in CATALOG if e.exists]
     out_dir.mkdir(parents=True, exist_ok=True)
     html_path, pdf_path = out_dir / "cheatsheet.html", out_dir / "cheatsheet.pdf"
-    for size in FONT_SIZES if pdf else FONT_SIZES[:1]:
+    for pages, size in LAYOUTS if pdf else LAYOUTS[:1]:
         html_path.write_text(page(entries, size), encoding="utf-8")
         if not pdf:
             return [html_path]
         print_pdf(html_path, pdf_path)
-        if pdf_pages(pdf_path) == 1:
-            break  # otherwise try a smaller type; at the smallest, the sheet takes two pages and says so
+        if pdf_pages(pdf_path) <= pages:
+            break  # otherwise the next layout: a smaller type, or the sheet's second side
     return [html_path, pdf_path]
 
 
+def font_size(html_path: Path) -> float:
+    """The type size (pt) a built page was laid out in."""
+    found = re.search(r"<meta name='qalib-font-size' content='([\d.]+)'>", html_path.read_text(encoding="utf-8"))
+    if not found:
+        raise ValueError(f"{html_path} is not a page written by qalib.tools.cheatsheet")
+    return float(found.group(1))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the one-page cheat sheet (HTML and PDF).")
+    parser = argparse.ArgumentParser(description="Build the one-sheet cheat sheet (HTML and PDF).")
     parser.add_argument("--out", type=Path, default=ROOT / "cheatsheet")
     parser.add_argument("--no-pdf", action="store_true", help="write only the HTML page")
     args = parser.parse_args(argv)
@@ -142,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cheatsheet: {err}", file=sys.stderr)
         return 1
     for path in written:
-        extra = f" ({pdf_pages(path)} page(s))" if path.suffix == ".pdf" else ""
+        extra = f" ({pdf_pages(path)} page(s), {font_size(written[0]):g} pt)" if path.suffix == ".pdf" else ""
         print(f"wrote {path}{extra}")
     return 0
 
