@@ -55,3 +55,38 @@ def test_pages_fetch_no_script_from_the_network_and_mathjax_is_beside_them(tmp_p
     script, config = MATHJAX_URL.split("?config=")
     assert (tmp_path / script).is_file()
     assert all((tmp_path / "mathjax" / "config" / f"{name}.js").is_file() for name in config.split(","))
+
+
+def test_the_drill_comes_from_its_data_with_every_answer_folded():
+    from qalib import quiz
+    from qalib.tools.site import drill_html
+
+    drill = quiz.load("01_scaled_attention")
+    page = drill_html("01_scaled_attention")
+    folded = "".join(re.findall(r"<details>.*?</details>", page, flags=re.S))
+    unfolded = re.sub(r"<details>.*?</details>", "", page, flags=re.S)
+    for f in drill.follow_ups:
+        words = re.sub(r"[^A-Za-z ]", " ", f.answer).split()[:4]
+        assert all(w in folded for w in words)
+    for q in drill.questions:
+        assert q.options[q.answer] in folded
+        assert q.explanation[:30] not in unfolded  # the explanation is inside its fold only
+    assert unfolded.count("<li>") == len(drill.follow_ups) + sum(len(q.options) + 1 for q in drill.questions)
+
+
+def test_staticize_finds_the_real_drill_view_by_its_class():
+    import ipywidgets as W
+
+    from qalib import quiz
+
+    view = quiz.quiz("01_scaled_attention", seed=0)
+    state = {k: v for k, v in W.Widget.get_manager_state(drop_defaults=False)["state"].items()}
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("quiz('01_scaled_attention')")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": view.widget.model_id, "version_major": 2,
+                                                     "version_minor": 0}})]
+    nb.cells.append(cell)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": state}}
+    assert staticize(nb, "01_scaled_attention") == 1
+    assert "<details><summary>Our answer</summary>" in nb.cells[0].outputs[0]["data"]["text/html"]

@@ -4,7 +4,8 @@
 
 site/index.html lists the questions with their short answers (qalib.catalog); site/<notebook>.html shows
 each notebook with its outputs. Widgets are rendered to plain HTML from the state they were left in
-(the figure of each demo as an image, each control as its value), and formulas are typeset by the site's
+(the figure of each demo as an image, each control as its value); the drill comes from its data file, each
+answer folded until the reader opens it (no kernel needed); and formulas are typeset by the site's
 own copy of MathJax (site/mathjax/, from the jupyter-server-mathjax package), so pages read offline:
 nothing is loaded from a CDN.
 """
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import nbformat
 from nbconvert import HTMLExporter
+from nbconvert.filters import markdown2html
 
+from qalib import quiz
 from qalib.catalog import CATALOG
 from qalib.tools.nbtools import collection_paths, execute, ticks
 from qalib.tools.paths import ROOT
@@ -69,15 +72,49 @@ def render_widget(model_id: str, state: dict, depth: int = 0) -> str:
     return ""
 
 
-def staticize(nb) -> int:
-    """Replace widget views in outputs by static HTML; drop the widget state. Returns how many were replaced."""
+def _has_class(model_id: str, state: dict, css_class: str, depth: int = 0) -> bool:
+    """Whether a widget or one of its children carries a CSS class (quiz.FollowUps marks itself "qalib-drill")."""
+    model = state.get(model_id)
+    if model is None or depth > 20:
+        return False
+    s = model["state"]
+    return css_class in s.get("_dom_classes", ()) or any(
+        _has_class(c.removeprefix("IPY_MODEL_"), state, css_class, depth + 1) for c in s.get("children", []))
+
+
+def drill_html(notebook: str) -> str:
+    """A notebook's drill as static HTML, read from its data file: each follow-up's answer and each quiz question's
+    answer sit folded in a <details> that the reader opens, so the page still lets them answer first."""
+    drill = quiz.load(notebook)
+
+    def md(text: str) -> str:
+        return markdown2html(text.strip())
+
+    follow = "".join(
+        f"<li>{md(f.question)}<details><summary>Our answer</summary>{md(f.answer)}"
+        f"{md(quiz.section_link(f.section))}</details></li>" for f in drill.follow_ups)
+    questions = "".join(
+        f"<li>{md(q.prompt)}<ol type='a'>{''.join(f'<li>{md(o)}</li>' for o in q.options)}</ol>"
+        f"<details><summary>Answer</summary>{md(f'**{q.options[q.answer]}** ' + q.explanation)}"
+        f"{md(quiz.section_link(q.section)) if q.section else ''}</details></li>" for q in drill.questions)
+    return (f"<div class='qalib-drill'><b>Follow-ups an interviewer asks next</b><ol>{follow}</ol>"
+            f"<b>Self-check</b><ol>{questions}</ol></div>")
+
+
+def staticize(nb, notebook: str | None = None) -> int:
+    """Replace widget views in outputs by static HTML; drop the widget state. The drill's view becomes
+    drill_html(notebook) when the notebook is named. Returns how many views were replaced."""
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     replaced = 0
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             view = out.get("data", {}).get(WIDGET_VIEW)
             if view:
-                out["data"] = {"text/html": render_widget(view["model_id"], state) or "<i>(interactive widget: open the notebook to use it)</i>"}
+                if notebook and _has_class(view["model_id"], state, "qalib-drill"):
+                    static = drill_html(notebook)
+                else:
+                    static = render_widget(view["model_id"], state)
+                out["data"] = {"text/html": static or "<i>(interactive widget: open the notebook to use it)</i>"}
                 replaced += 1
     nb.metadata.pop("widgets", None)
     return replaced
@@ -131,7 +168,7 @@ def build(out_dir: Path, only: list[str] | None = None) -> dict[str, tuple[float
         if only and path.stem not in only:
             continue
         nb, secs = execute(path, timeout=600, store_widget_state=True)
-        staticize(nb)
+        staticize(nb, path.stem if path.stem in quiz.available() else None)
         body, _ = exporter.from_notebook_node(nbformat.from_dict(nb))
         (out_dir / f"{path.stem}.html").write_text(body, encoding="utf-8")
         built[path.stem] = (secs, ticks(nb))
