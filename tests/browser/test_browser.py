@@ -252,6 +252,25 @@ def _interview_status(page) -> str:
     return page.locator(".qalib-interview .widget-html").all_inner_texts()
 
 
+def _answer_one(page, interview, n: int, knew: bool) -> None:
+    """Answer the interview's current question as a student would (typed text for a follow-up, an option for a
+    quiz question) and wait until it is recorded as the session's n-th answer."""
+    answered = f"{n} in this session"
+    reveal = interview.locator("button:visible", has_text="Reveal answer")
+    check = interview.locator("button:visible", has_text="Check")
+    _wait(lambda: reveal.count() + check.count() > 0, 30, "the next question")
+    if reveal.count():
+        interview.locator("textarea").fill("<b>my answer</b>")
+        reveal.click()
+        interview.locator("button:visible", has_text="I knew it" if knew else "I missed it").click()
+    else:
+        interview.locator(".widget-radio input[type=radio], .widget-radio-box input").first.check()
+        check.click()
+        _wait(lambda: any(answered in t for t in _interview_status(page)), 30, "the answer to be recorded")
+        interview.locator("button:visible", has_text="Next question").click()
+    _wait(lambda: any(answered in t for t in _interview_status(page)), 30, f"answer {n} to be recorded")
+
+
 @pytest.mark.timeout(400)
 def test_mock_interview_keeps_progress_across_a_restart_and_sets_a_corrupt_file_aside(browser, lab):
     """Answer three questions as a student would, restart the kernel: the progress is still there. Then corrupt
@@ -266,20 +285,7 @@ def test_mock_interview_keeps_progress_across_a_restart_and_sets_a_corrupt_file_
         interview = page.locator(".qalib-interview")
         interview.wait_for(timeout=60_000)
         for i in range(3):
-            answered = f"{i + 1} in this session"
-            reveal = interview.locator("button:visible", has_text="Reveal answer")
-            check = interview.locator("button:visible", has_text="Check")
-            _wait(lambda: reveal.count() + check.count() > 0, 30, "the next question")
-            if reveal.count():
-                interview.locator("textarea").fill("<b>my answer</b>")
-                reveal.click()
-                interview.locator("button:visible", has_text="I missed it" if i == 0 else "I knew it").click()
-            else:
-                interview.locator(".widget-radio input[type=radio], .widget-radio-box input").first.check()
-                check.click()
-                _wait(lambda: any(answered in t for t in _interview_status(page)), 30, "the answer to be recorded")
-                interview.locator("button:visible", has_text="Next question").click()
-            _wait(lambda: any(answered in t for t in _interview_status(page)), 30, f"answer {i + 1} to be recorded")
+            _answer_one(page, interview, i + 1, knew=i > 0)
         assert progress.is_file(), "no progress file was written"
         _restart_and_run_all(page)
         _wait(lambda: any("3 answers in all" in t for t in _interview_status(page)), 30, "the kept progress")
@@ -294,6 +300,32 @@ def test_mock_interview_keeps_progress_across_a_restart_and_sets_a_corrupt_file_
         page.screenshot(path=str(SCREENSHOTS / "mock-interview.png"))
     finally:
         page.close()
+
+
+@pytest.mark.timeout(300)
+def test_mock_interview_in_voila_records_answers_and_shows_no_code(browser):
+    """`make interview` serves the mock interview with Voila: it renders without code, takes two answers (typed
+    text is shown escaped, never as markup), and writes them to the progress file."""
+    import json
+
+    progress = Path(os.environ["QALIB_PROGRESS"])
+    for old in progress.parent.glob(progress.name + "*"):
+        old.unlink()
+    with server("voila", notebook="mock_interview.ipynb") as (url, token, _):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{url}/?token={token}", timeout=240_000)
+            interview = page.locator(".qalib-interview")
+            interview.wait_for(timeout=240_000)
+            assert page.locator(".jp-InputArea-editor:visible").count() == 0, "the interview app shows code"
+            for n in (1, 2):
+                _answer_one(page, interview, n, knew=n == 2)
+            assert interview.locator("b", has_text="my answer").count() == 0, "typed text was rendered as HTML"
+            _wait(lambda: progress.is_file(), 10, "the progress file")
+            assert len(json.loads(progress.read_text())["cards"]) == 2, "two answers, two cards"
+            page.screenshot(path=str(SCREENSHOTS / "mock-interview-voila.png"))
+        finally:
+            page.close()
 
 
 @pytest.mark.timeout(600)
