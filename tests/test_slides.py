@@ -66,6 +66,28 @@ def test_the_deck_drops_setup_code_and_clutter_and_turns_the_drill_into_fragment
     assert follow and kinds.count("fragment") == len(follow)
 
 
+def test_a_lead_sentence_never_ends_inside_a_formula():
+    text = "**Task.** Random symbols $x_t \\in \\{1, \\dots, m\\}$, e.g. $m = 4.5$, repeat. Then more."
+    assert slides.lead_sentence(text) == "**Task.** Random symbols $x_t \\in \\{1, \\dots, m\\}$, e.g. $m = 4.5$, repeat."
+    assert slides.lead_sentence("**Prediction.** It saturates") == "**Prediction.** It saturates"
+    assert slides.lead_sentence("No bold lead.") is None
+
+
+def test_a_second_figure_under_one_heading_continues_on_a_sub_slide():
+    nb = executed_notebook()
+    figure = new_output("display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})
+    second = new_code_cell("plot_more(fig)", outputs=[figure], metadata={"slideshow": {"slide_type": "-"}})
+    nb.cells.insert(4, second)
+    deck = slides.deck_notebook(nb, "01_scaled_attention")
+    kinds = [c.metadata["slideshow"]["slide_type"] for c in deck.cells]
+    figures = [i for i, c in enumerate(deck.cells) if c.cell_type == "code" and slides.has_figure(c)]
+    assert len(figures) == 2
+    before = deck.cells[figures[1] - 1]
+    assert before.source == "### 3 · The argument (continued)" and kinds[figures[1] - 1] == "subslide"
+    # the first figure stays on its heading's slide
+    assert kinds[figures[0]] == "-" and all(k != "subslide" for k in kinds[:figures[0]])
+
+
 def test_a_cell_without_slide_metadata_is_named():
     nb = executed_notebook()
     del nb.cells[2].metadata["slideshow"]

@@ -8,7 +8,9 @@ from their headings: a `##` section starts a slide, a `###` step a vertical sub-
 skipped). Building then turns the executed notebook into a deck:
 - each slide keeps its heading, its display formulas and the lead sentence of each paragraph; the full
   explanation goes into the speaker notes (press S in the deck);
-- code is hidden; figures, demo figures (in the state the run left them) and the ✓ / ≡ / ❝ lines stay;
+- code is hidden; figures, demo figures (in the state the run left them) and the ✓ / ≡ / ❝ lines stay, one
+  figure per slide: a second figure under the same heading continues on a vertical sub-slide, so no slide
+  needs scrolling for its figures;
 - the drill's follow-ups become sub-slides: the question, then the answer on the next click (a fragment).
 reveal.js comes from the files the sphinx-revealjs package bundles and MathJax from jupyter-server-mathjax, both
 copied next to the decks: nothing is fetched from a network.
@@ -70,7 +72,23 @@ def mark(path: Path) -> int:
 
 # -- slide text and speaker notes -------------------------------------------------------------------------------
 DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.S)
-LEAD = re.compile(r"^(\*\*[^*]+\*\*[^.!?]*[.!?]?)")  # a paragraph that opens in bold: "**Prediction.** Without ..."
+LEAD = re.compile(r"^\*\*[^*]+\*\*")  # a paragraph that opens in bold: "**Prediction.** Without ..."
+INLINE_MATH = re.compile(r"\$[^$]+\$")
+ABBREVIATIONS = re.compile(r"\b(e\.g\.|i\.e\.|et al\.|vs\.|cf\.|sec\.|secs\.|eq\.|Fig\.|Table\.|no\.)", re.I)
+
+
+def lead_sentence(text: str) -> str | None:
+    """The bold opening and the rest of its sentence, "**Task.** Symbols $x_t \\in \\{1..m\\}$ repeat.": the
+    sentence ends at . ! or ? followed by a space or the end, never inside inline math."""
+    bold = LEAD.match(text)
+    if not bold:
+        return None
+    def hide(m: re.Match) -> str:
+        return "x" * len(m.group(0))  # same length: positions in the mask are positions in the text
+
+    masked = ABBREVIATIONS.sub(hide, INLINE_MATH.sub(hide, text))  # no sentence ends inside formulas or "e.g."
+    end = re.search(r"[.!?](\s|$)", masked[bold.end():])
+    return text if end is None else text[:bold.end() + end.start() + 1]
 
 
 def split_markdown(source: str) -> tuple[str, str]:
@@ -86,9 +104,9 @@ def split_markdown(source: str) -> tuple[str, str]:
             shown.append(heading)
             text = rest.strip()
         shown += [m.group(0) for m in DISPLAY_MATH.finditer(text)]
-        lead = LEAD.match(text)
+        lead = lead_sentence(text)
         if lead:
-            shown.append(lead.group(1))
+            shown.append(lead)
     prose = DISPLAY_MATH.sub("", re.sub(r"^#.*$", "", source, flags=re.M)).strip()
     return "\n\n".join(shown), prose
 
@@ -124,17 +142,28 @@ def drill_cells(stem: str) -> list:
     return cells
 
 
+def has_figure(cell) -> bool:
+    """Whether a code cell shows a figure: an image, or a demo's HTML with one inside."""
+    return any(any(k.startswith("image/") for k in out.get("data", {})) or "<img" in str(out.get("data", {}).get("text/html", ""))
+               for out in cell.get("outputs", []))
+
+
 def deck_notebook(nb, stem: str):
     """The executed notebook rewritten for the deck (see the module docstring). The notebook itself is not changed."""
     nb = copy.deepcopy(nb)
     staticize(nb)  # demo widgets -> their figure and control values, as the run left them
     cells = []
+    figure_on_slide, heading = False, ""
     for i, cell in enumerate(nb.cells):
         kind = cell.metadata.get("slideshow", {}).get("slide_type")
         if kind is None:
             raise ValueError(f"{stem}: cell {i} has no slideshow metadata; run `python -m qalib.tools.slides --mark {stem}`")
         if kind == "skip":
             continue
+        if kind in ("slide", "subslide"):
+            figure_on_slide = False
+            if cell.cell_type == "markdown":
+                heading = re.sub(r"^#+\s*", "", cell.source.strip().splitlines()[0]) if cell.source.strip() else ""
         if cell.cell_type == "code" and re.search(r"^quiz\(", cell.source, re.M):
             cells += drill_cells(stem)
             continue
@@ -146,8 +175,14 @@ def deck_notebook(nb, stem: str):
                 cells.append(nbformat.v4.new_markdown_cell(notes, metadata={"slideshow": {"slide_type": "notes"}}))
             continue
         slim_outputs(cell)
-        if cell.outputs:
-            cells.append(cell)
+        if not cell.outputs:
+            continue
+        if has_figure(cell):
+            if figure_on_slide:  # the slide already shows one: this one goes below it, on a sub-slide
+                cells.append(nbformat.v4.new_markdown_cell(f"### {heading} (continued)",
+                                                           metadata={"slideshow": {"slide_type": "subslide"}}))
+            figure_on_slide = True
+        cells.append(cell)
     nb.cells = cells
     return nb
 
