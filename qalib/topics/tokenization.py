@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,11 +26,12 @@ from qalib.validate import int_in
 UNK = "[UNK]"
 # Modules whose docstrings (with pydoc's language-reference topics) make the corpus: plain-English documentation
 # that ships with every Python, so no download. Fixed and sorted, so the corpus depends only on the Python version.
+# pdb is left out: its docstrings are assembled at import time and differ inside a Jupyter kernel.
 MODULES = tuple(sorted((
     "argparse", "bisect", "calendar", "collections", "configparser", "contextlib", "copy", "csv", "dataclasses",
     "datetime", "difflib", "email.message", "enum", "fractions", "ftplib", "functools", "glob", "gzip", "hashlib",
     "heapq", "hmac", "http.client", "imaplib", "inspect", "ipaddress", "itertools", "json", "locale", "logging",
-    "mailbox", "mimetypes", "numbers", "operator", "optparse", "os", "pathlib", "pdb", "platform", "plistlib",
+    "mailbox", "mimetypes", "numbers", "operator", "optparse", "os", "pathlib", "platform", "plistlib",
     "pprint", "queue", "random", "re", "sched", "secrets", "selectors", "shutil", "smtplib", "socket", "ssl",
     "statistics", "string", "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "timeit",
     "tokenize", "trace", "traceback", "turtle", "types", "typing", "urllib.request", "uuid", "wave", "weakref",
@@ -60,7 +62,13 @@ def _docstrings(module_name: str) -> str:
     """The docstrings of a module, its public classes and functions, and their methods, in sorted order."""
     module = importlib.import_module(module_name)
     docs, seen = [], set()
+    with warnings.catch_warnings():  # reading typing's deprecated aliases (typing.re, typing.io) warns
+        warnings.simplefilter("ignore", DeprecationWarning)
+        _collect(module, docs, seen)
+    return "\n\n".join(docs)
 
+
+def _collect(module, docs: list, seen: set) -> None:
     def add(obj) -> None:
         doc = inspect.getdoc(obj)
         if doc and id(obj) not in seen:  # an alias (two names, one object) counts once
@@ -79,7 +87,6 @@ def _docstrings(module_name: str) -> str:
                 method = vars(obj)[method_name]
                 if not method_name.startswith("_") and inspect.isfunction(method):
                     add(method)
-    return "\n\n".join(docs)
 
 
 def stdlib_corpus() -> Corpus:
