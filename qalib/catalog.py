@@ -166,7 +166,8 @@ CATALOG = [
           "word (500 pieces need > 1.3x the tokens of the largest; attention ~ n^2) against the V x d table (BERT-base: "
           "21.4% of its parameters). The library's WordPiece and BPE trainers pick > 99% of the same pieces; the "
           "encoders differ (greedy longest match vs replayed merges).",
-          "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size",
+          "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size; "
+          "the vocabulary size, width and tying, against the table's share and the tokens per word",
           formula=r"$n = \mathrm{words} \times \mathrm{tokens/word}(V)$, attention $\propto n^2$, table $= V d$",
           number="BERT-base: 30,522 x 768 = 23,440,896 = 21.4% of 109,482,240 parameters (from its config's shapes)"),
 ]

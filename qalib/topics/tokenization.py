@@ -335,3 +335,36 @@ def _piece_box(x, row, width, unk):
     from matplotlib.patches import FancyBboxPatch
     return FancyBboxPatch((x, row - 0.3), width, 0.6, boxstyle="round,pad=0.02",
                           fc="#fdb863" if unk else "#d1e5f0", ec="0.5", lw=0.6)
+
+
+# -- demo 2: the table against the body, at any size and width ---------------------------------------------
+def table_tradeoff(vocab_size: int, d: int, tied: bool, sizes, tokens_per_word, layers: int = 12) -> dict:
+    """The word table (twice, if the output layer is untied) against a BERT-style body of `layers` layers at width
+    d (FFN 4d, 512 positions), and the tokens per word measured at the trained sizes, read at vocab_size by
+    interpolating in log V (outside the trained range: the nearest measured value, and a note that says so)."""
+    v = int_in("vocab_size", vocab_size, 2, 10**7)
+    d = int_in("d", d, 1, 100_000)
+    body = bert_base_params(vocab_size=1, d=d, layers=layers, d_ff=4 * d)["non_word"]
+    tables = (1 if tied else 2) * v * d
+    sizes, tpw = np.asarray(sizes, dtype=float), np.asarray(tokens_per_word, dtype=float)
+    inside = sizes.min() <= v <= sizes.max()
+    at_v = float(np.interp(np.log(v), np.log(sizes), tpw))
+    note = "" if inside else (f"V = {v:,} is outside the trained sizes ({int(sizes.min()):,}-{int(sizes.max()):,}): "
+                              "tokens per word shows the nearest measured value.")
+    return {"vocab_size": v, "d": d, "tied": bool(tied), "body": body, "tables": tables,
+            "share": tables / (tables + body), "sizes": sizes, "tpw": tpw, "tpw_at_v": at_v,
+            "attention_vs_best": (at_v / tpw.min()) ** 2, "note": note}
+
+
+def plot_table_tradeoff(fig, r: dict) -> None:
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.4])
+    ax1.bar([0, 1], [r["body"] / 1e6, r["tables"] / 1e6], color=["0.6", "C1"])
+    ax1.set(xticks=[0, 1], xticklabels=["body (12 layers)", "word table" + ("" if r["tied"] else "s (untied)")],
+            ylabel="parameters (millions)",
+            title=f"V = {r['vocab_size']:,}, d = {r['d']}: table {100 * r['share']:.1f}% of all")
+    ax2.plot(r["sizes"], r["tpw"], "o-", color="C0", label="WordPiece, measured (held-out)")
+    ax2.plot([min(max(r["vocab_size"], r["sizes"].min()), r["sizes"].max())], [r["tpw_at_v"]], "s", color="C1", ms=9,
+             label="at this V")
+    ax2.set(xscale="log", xlabel="vocabulary size", ylabel="tokens per word",
+            title=f"{r['tpw_at_v']:.2f} tokens per word: attention x{r['attention_vs_best']:.2f} of the best")
+    ax2.legend(fontsize=7)

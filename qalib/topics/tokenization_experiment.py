@@ -18,7 +18,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from qalib.topics.tokenization import (UNK, Corpus, bert_normalizer, bert_pre_tokenizer, held_out_folds, held_out_stats, pieces_view,
-                                      plot_pieces, stdlib_corpus)
+                                      plot_pieces, plot_table_tradeoff, stdlib_corpus, table_tradeoff)
 from qalib.validate import choice, choices, int_in
 
 if TYPE_CHECKING:
@@ -134,4 +134,24 @@ def tokenizer_demo(sweep: Sweep | None = None, real_tokenizer=None) -> Demo:
     return Demo(compute, plot_pieces, controls, title="One sentence, every tokenizer", figsize=(10, 3.2))
 
 
-DEMOS = [tokenizer_demo]
+def table_demo(sweep: Sweep | None = None) -> Demo:
+    """Move the vocabulary size and the width: the word table's share of a 12-layer BERT-style model, and the
+    tokens per word WordPiece measured near that size (the sweep's sizes; without one, the small sweep's)."""
+    import ipywidgets as W
+    from qalib.widgets import Demo
+
+    sweep = sweep if sweep is not None else _small_sweep()
+    tpw = sweep.tokens_per_word["wordpiece"].mean(1)
+
+    def compute(vocab_size: float, d: int, tied: bool) -> dict:
+        return table_tradeoff(int(round(vocab_size)), d, tied, sweep.sizes, tpw)
+
+    controls = {"vocab_size": W.FloatLogSlider(value=30522, base=2, min=8, max=18, step=0.5,
+                                               description="vocabulary size"),
+                "d": W.Dropdown(options=[128, 256, 384, 768, 1024, 4096], value=768, description="width d"),
+                "tied": W.Checkbox(value=True, description="output layer tied to the table")}
+    return Demo(compute, plot_table_tradeoff, controls, title="The table against the body, and the sequence length",
+                figsize=(10, 3.4))
+
+
+DEMOS = [tokenizer_demo, table_demo]

@@ -134,3 +134,17 @@ def test_demo_types_and_changes_size():
     assert demo.error is None and "Type a sentence" in demo.message.value
     demo.set(text="<script>alert(1)</script>")
     assert "<script>" not in demo.message.value
+
+
+def test_table_tradeoff_matches_bert_base_and_notes_extrapolation():
+    r = tk.table_tradeoff(30522, 768, True, [500, 2000, 8000], [1.6, 1.2, 1.05])
+    assert r["share"] == pytest.approx(tk.bert_base_params()["word_share"]) and r["tpw_at_v"] == pytest.approx(1.05)
+    assert "outside" in r["note"]
+    untied = tk.table_tradeoff(2000, 768, False, [500, 2000, 8000], [1.6, 1.2, 1.05])
+    assert untied["tables"] == 2 * 2000 * 768 and untied["note"] == "" and untied["tpw_at_v"] == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="d must"):
+        tk.table_tradeoff(2000, 0, True, [500, 2000], [1.6, 1.2])
+    fig = plt.figure()
+    tk.plot_table_tradeoff(fig, untied)
+    fig.canvas.draw()
+    plt.close(fig)
