@@ -160,16 +160,14 @@ CATALOG = [
           number="label smoothing 0.1: dev perplexity 4.67 -> 4.92, BLEU 25.3 -> 25.8 (Vaswani et al. 2017, Table 3 row D)"),
     Entry("15_tokenization.ipynb", "qalib.topics.tokenization", "qalib.topics.tokenization_experiment",
           "Tokenization: why subwords, and what does the vocabulary size trade?",
-          "Trained live on Python's own documentation, a word-level vocabulary still leaves more than 1% of held-out "
-          "words [UNK] with every training word kept; WordPiece, BPE and unigram stay under 0.02% at every size from "
-          "500 up (only unseen characters remain), and byte-level BPE has no [UNK] at all. The size trades tokens per "
-          "word (500 pieces need > 1.3x the tokens of the largest; attention ~ n^2) against the V x d table (BERT-base: "
-          "21.4% of its parameters). The library's WordPiece and BPE trainers pick > 99% of the same pieces; the "
-          "encoders differ (greedy longest match vs replayed merges).",
+          "A word-level vocabulary still leaves > 1% of held-out words [UNK] with every training word kept; "
+          "WordPiece, BPE and unigram stay under 0.02% at every size (only unseen characters remain), byte-level BPE "
+          "has none. The size trades tokens per word (attention ~ n^2) against the V x d table. HF's WordPiece and BPE "
+          "trainers pick > 99% of the same pieces; their encoders differ.",
           "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size; "
           "the vocabulary size, width and tying, against the table's share and the tokens per word",
           formula=r"$n = \mathrm{words} \times \mathrm{tokens/word}(V)$, attention $\propto n^2$, table $= V d$",
-          number="BERT-base: 30,522 x 768 = 23,440,896 = 21.4% of 109,482,240 parameters (from its config's shapes)"),
+          number="BERT-base: 30,522 x 768 = 21.4% of its 109,482,240 parameters (from the config's shapes)"),
 ]
 
 
