@@ -13,6 +13,7 @@ tokenization_experiment.py.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import warnings
@@ -268,12 +269,14 @@ def plot_tradeoff(fig, sizes, tokens_per_word: dict, unk_rate: dict, d: int = 76
     from qalib.drawing import seed_band
 
     ax1, ax2, ax3 = fig.subplots(1, 3)
-    for i, (kind, rows) in enumerate(unk_rate.items()):
-        seed_band(ax1, sizes, 100 * np.asarray(rows).T, color=f"C{i}", marker="o", label=kind)
+    colours = {kind: f"C{i}" for i, kind in enumerate(dict.fromkeys([*unk_rate, *tokens_per_word]))}
+    for kind, rows in unk_rate.items():
+        seed_band(ax1, sizes, 100 * np.asarray(rows).T, color=colours[kind], marker="o", label=kind)
     ax1.set(xscale="log", xlabel="vocabulary size asked for", ylabel="held-out words hitting [UNK] (%)",
             title="Out-of-vocabulary rate")
-    for i, (kind, rows) in enumerate(tokens_per_word.items()):
-        seed_band(ax2, sizes, np.asarray(rows).T, color=f"C{i}", marker="o", label=kind)
+    ax1.legend(fontsize=7)
+    for kind, rows in tokens_per_word.items():
+        seed_band(ax2, sizes, np.asarray(rows).T, color=colours[kind], marker="o", label=kind)
     ax2.set(xscale="log", xlabel="vocabulary size asked for", ylabel="tokens per word (held-out)",
             title="Sequence length (attention ~ its square)")
     ax2.legend(fontsize=7)
@@ -281,12 +284,12 @@ def plot_tradeoff(fig, sizes, tokens_per_word: dict, unk_rate: dict, d: int = 76
     ax3.plot(v, 100 * embedding_share(v, d=d), color="0.2")
     ax3.plot(sizes, 100 * embedding_share(sizes, d=d), "o", color="0.2")
     ax3.set(xscale="log", xlabel="vocabulary size V", ylabel="V x d / all parameters (%)",
-            title=f"Word table's share (BERT-base body, d = {d})")
+            title=f"Word table's share (d = {d})")
 
 
 # -- the demo's view ------------------------------------------------------------------------------------------
 MAX_DEMO_CHARS = 300  # longer text is cut (with a note): the picture stays readable and the redraw fast
-SHOWN_PIECES = 24     # pieces drawn per tokenizer; the count always covers them all
+ROW_WIDTH = 29.0      # x units of pieces drawn per tokenizer (a 7-pt character is about 0.3 units); the count covers all
 
 
 def pieces_view(text: str, tokenizers: dict) -> dict:
@@ -316,19 +319,35 @@ def plot_pieces(fig, view: dict) -> None:
     names = list(view["rows"])
     for r, name in enumerate(names):
         row = view["rows"][name]
-        x = 0.0
-        for piece in row["pieces"][:SHOWN_PIECES]:
-            label = piece.replace("Ġ", "·")  # byte-level BPE marks a leading space with Ġ
-            width = 0.35 + 0.11 * len(label)
+        x, shown = 0.0, 0
+        for piece in row["pieces"]:
+            label = drawable(piece.replace("Ġ", "·"))  # byte-level BPE marks a leading space with Ġ
+            width = 0.3 + 0.3 * len(label)
+            if x + width > ROW_WIDTH:
+                break
             ax.add_patch(_piece_box(x, r, width, piece == UNK))
             ax.text(x + width / 2, r, label, ha="center", va="center", fontsize=7, parse_math=False)
-            x += width + 0.1
-        more = row["count"] - min(row["count"], SHOWN_PIECES)
-        ax.text(30.5, r, f"{row['count']} tokens" + (f" (+{more} not shown)" if more else "")
+            x, shown = x + width + 0.1, shown + 1
+        more = row["count"] - shown
+        ax.text(ROW_WIDTH + 0.5, r, f"{row['count']} tokens" + (f" (+{more} not shown)" if more else "")
                 + (f", {row['unk']} [UNK]" if row["unk"] else ""), ha="left", va="center", fontsize=8)
-    ax.set(xlim=(-0.2, 36), ylim=(len(names) - 0.5, -0.5), yticks=range(len(names)), yticklabels=names, xticks=[])
+    ax.set(xlim=(-0.2, ROW_WIDTH + 7), ylim=(len(names) - 0.5, -0.5), yticks=range(len(names)), yticklabels=names,
+           xticks=[])
     ax.grid(False)
     ax.set_title(f"{view['words']} words", fontsize=9)
+
+
+@functools.cache
+def _font():
+    from matplotlib import font_manager, ft2font
+    return ft2font.FT2Font(font_manager.findfont(font_manager.FontProperties()))
+
+
+def drawable(label: str) -> str:
+    """`label` with each character the plotting font has no glyph for written as U+XXXX (CJK, emoji ...), so the
+    figure shows which character it is instead of an empty box."""
+    font = _font()
+    return "".join(c if font.get_char_index(ord(c)) else f"U+{ord(c):04X}" for c in label)
 
 
 def _piece_box(x, row, width, unk):
