@@ -3,12 +3,14 @@
 Pure functions over trained `tokenizers.Tokenizer` objects and plain numbers; the training runs live in
 tokenization_experiment.py.
 
-    corpus = stdlib_corpus()                       # Python's own documentation, split into train / held-out by document
-    words = bert_words(text)                       # BERT's BasicTokenizer words (lower-cased, accents stripped, punctuation split)
-    held_out_stats(tokenizer, corpus.held_out)     # tokens per word and [UNK] share of words, per held-out fold
+    corpus = stdlib_corpus()                       # Python's own documentation, train / held-out by document
+    words = bert_words(text)                       # BERT's BasicTokenizer words (lower-cased, no accents)
+    folds = held_out_folds(corpus.held_out)        # held-out documents dealt into folds, as lines of BERT words
+    held_out_stats(tokenizer, folds)               # tokens per word and [UNK] share of words, per fold
     bert_base_params(vocab_size=30522)             # BERT-base's parameter count from its config's shapes
     verdicts(sizes, reached, tokens_per_word)      # a verdict per vocabulary size, from the numbers alone
     split_differences(tok_a, tok_b, words)         # the share of words two tokenizers split differently
+    pieces_view(text, tokenizers)                  # demo 1's compute; table_tradeoff(...) is demo 2's
 """
 
 from __future__ import annotations
@@ -289,7 +291,7 @@ def plot_tradeoff(fig, sizes, tokens_per_word: dict, unk_rate: dict, d: int = 76
 
 # -- the demo's view ------------------------------------------------------------------------------------------
 MAX_DEMO_CHARS = 300  # longer text is cut (with a note): the picture stays readable and the redraw fast
-ROW_WIDTH = 29.0      # x units of pieces drawn per tokenizer (a 7-pt character is about 0.3 units); the count covers all
+ROW_WIDTH = 29.0      # x units of pieces per tokenizer row (a 7-pt character is about 0.3 units); the count covers all
 
 
 def pieces_view(text: str, tokenizers: dict) -> dict:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from qalib.topics.tokenization import (UNK, Corpus, bert_normalizer, bert_pre_tokenizer, held_out_folds, held_out_stats, pieces_view,
-                                      plot_pieces, plot_table_tradeoff, stdlib_corpus, table_tradeoff)
+from qalib.topics.tokenization import (UNK, Corpus, bert_normalizer, bert_pre_tokenizer, held_out_folds, held_out_stats,
+                                      pieces_view, plot_pieces, plot_table_tradeoff, stdlib_corpus, table_tradeoff)
 from qalib.validate import choice, choices, int_in
 
 if TYPE_CHECKING:
@@ -48,7 +48,8 @@ def train_tokenizer(kind: str, vocab_size: int, lines: list[str]) -> Tokenizer:
     else:
         model, trainer = {
             "word": lambda: (models.WordLevel(unk_token=UNK),
-                             trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=[UNK], show_progress=False)),
+                             trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=[UNK],
+                                                       show_progress=False)),
             "wordpiece": lambda: (models.WordPiece(unk_token=UNK),
                                   trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[UNK],
                                                             show_progress=False)),

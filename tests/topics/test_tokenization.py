@@ -23,7 +23,8 @@ def test_corpus_splits_by_document_and_is_deterministic():
     a, b = tk.stdlib_corpus(), tk.stdlib_corpus()
     assert a == b
     train_names, held_names = {n for n, _ in a.train}, {n for n, _ in a.held_out}
-    assert not train_names & held_names and len(a.held_out) * (tk.HELD_OUT_EVERY - 1) <= len(a.train) + tk.HELD_OUT_EVERY
+    assert not train_names & held_names
+    assert len(a.held_out) * (tk.HELD_OUT_EVERY - 1) <= len(a.train) + tk.HELD_OUT_EVERY
     assert a.size("train")["words"] > 3 * a.size("held_out")["words"] > 0
     assert all(text.strip() for _, text in a.train + a.held_out)
 
