@@ -158,6 +158,16 @@ CATALOG = [
           "three masks; label smoothing's eps and vocabulary size",
           formula=r"$K_\ell = M\,W^K_\ell,\ V_\ell = M\,W^V_\ell$ with $M=\mathrm{Encoder}(x)$ for every decoder layer $\ell$",
           number="label smoothing 0.1: dev perplexity 4.67 -> 4.92, BLEU 25.3 -> 25.8 (Vaswani et al. 2017, Table 3 row D)"),
+    Entry("15_tokenization.ipynb", "qalib.topics.tokenization", "qalib.topics.tokenization_experiment",
+          "Tokenization: why subwords, and what does the vocabulary size trade?",
+          "A word-level vocabulary still leaves > 1% of held-out words [UNK] with every training word kept; "
+          "WordPiece, BPE and unigram stay under 0.02% at every size (only unseen characters remain), byte-level BPE "
+          "has none. The size trades tokens per word (attention ~ n^2) against the V x d table. HF's WordPiece and BPE "
+          "trainers pick > 99% of the same pieces; their encoders differ.",
+          "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size; "
+          "the vocabulary size, width and tying, against the table's share and the tokens per word",
+          formula=r"$n = \mathrm{words} \times \mathrm{tokens/word}(V)$, attention $\propto n^2$, table $= V d$",
+          number="BERT-base: 30,522 x 768 = 21.4% of its 109,482,240 parameters (from the config's shapes)"),
 ]
 
 
