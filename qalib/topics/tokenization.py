@@ -21,9 +21,16 @@ import inspect
 import warnings
 from dataclasses import dataclass
 
+import matplotlib as mpl
 import numpy as np
+from matplotlib.collections import PathCollection
+from matplotlib.patches import BoxStyle
+from matplotlib.path import Path
+from matplotlib.transforms import blended_transform_factory
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
+from qalib.drawing import (Change, Panels, Update, bar_polygons, label_path, live, live_bars, nice_ceiling,
+                           points_to_pixels, set_limits, text_width)
 from qalib.validate import int_in
 
 UNK = "[UNK]"
@@ -294,8 +301,9 @@ MAX_DEMO_CHARS = 300  # longer text is cut (with a note): the picture stays read
 ROW_WIDTH = 29.0      # x units of pieces per tokenizer row (a 7-pt character is about 0.3 units); the count covers all
 
 
-def pieces_view(text: str, tokenizers: dict) -> dict:
-    """Each tokenizer's pieces for `text` (words as BERT splits them), their count, and a note for odd input."""
+def pieces_view(text: str, tokenizers: dict, caption: str = "") -> dict:
+    """Each tokenizer's pieces for `text` (words as BERT splits them), their count, and a note for odd input; the
+    figure's title is the word count and `caption` (e.g. the vocabulary size)."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
     import html
@@ -312,31 +320,73 @@ def pieces_view(text: str, tokenizers: dict) -> dict:
         note += "Type a sentence: this text has no words once BERT's normaliser has cleaned it."
     elif len(text) > 0:
         note += f"{len(words)} BERT words in &laquo;{html.escape(text[:60])}{'…' if len(text) > 60 else ''}&raquo;."
-    return {"text": text, "words": len(words), "rows": rows, "note": note}
+    return {"text": text, "words": len(words), "rows": rows, "note": note,
+            "title": f"{len(words)} words" + (f", {caption}" if caption else "")}
 
 
-def plot_pieces(fig, view: dict) -> None:
-    """One row per tokenizer: its first pieces as boxes ([UNK] in orange), the token count at the right."""
+PIECE_SIZE = 7.0    # points: a piece's label
+PIECES_END = 0.73   # axes fraction where a row's pieces stop; its count follows (room for "123 tokens (+45 not shown), 6 [UNK]")
+AXES_SHARE = 0.70   # the part of the figure's width the axes get (y labels on the left): scales points to fractions
+_PIECE_PAD = 2.0    # points between a label and its box, on each side
+UNK_COLOUR, PIECE_COLOUR = "#fdb863", "#d1e5f0"
+
+
+def plot_pieces(fig, view: dict) -> Update:
+    """One row per tokenizer: its first pieces as boxes ([UNK] in orange), the token count at the right. Pieces,
+    boxes and counts are glyph outlines in three live collections, so another sentence or size redraws only them
+    over the kept axes (a Text per piece would cost milliseconds each)."""
     ax = fig.subplots()
     names = list(view["rows"])
-    for r, name in enumerate(names):
-        row = view["rows"][name]
-        x, shown = 0.0, 0
-        for piece in row["pieces"]:
-            label = drawable(piece.replace("Ġ", "·"))  # byte-level BPE marks a leading space with Ġ
-            width = 0.3 + 0.3 * len(label)
-            if x + width > ROW_WIDTH:
-                break
-            ax.add_patch(_piece_box(x, r, width, piece == UNK))
-            ax.text(x + width / 2, r, label, ha="center", va="center", fontsize=7, parse_math=False)
-            x, shown = x + width + 0.1, shown + 1
-        more = row["count"] - shown
-        ax.text(ROW_WIDTH + 0.5, r, f"{row['count']} tokens" + (f" (+{more} not shown)" if more else "")
-                + (f", {row['unk']} [UNK]" if row["unk"] else ""), ha="left", va="center", fontsize=8)
-    ax.set(xlim=(-0.2, ROW_WIDTH + 7), ylim=(len(names) - 0.5, -0.5), yticks=range(len(names)), yticklabels=names,
-           xticks=[])
+    ax.set(xlim=(0, 1), ylim=(len(names) - 0.5, -0.5), yticks=range(len(names)), yticklabels=names, xticks=[])
     ax.grid(False)
-    ax.set_title(f"{view['words']} words", fontsize=9)
+    title = ax.set_title("", fontsize=9)
+    # paths in points (scaled to pixels when drawn), placed at (axes fraction, row); not clipped, as a Text is not
+    on_rows = {"offset_transform": blended_transform_factory(ax.transAxes, ax.transData),
+               "transform": points_to_pixels(fig), "clip_on": False}
+    text_colour = mpl.rcParams["text.color"]
+    boxes = ax.add_collection(PathCollection([], edgecolors="0.5", linewidths=0.6, **on_rows), autolim=False)
+    labels = ax.add_collection(PathCollection([], facecolors=text_colour, linewidths=0, **on_rows), autolim=False)
+    counts = ax.add_collection(PathCollection([], facecolors=text_colour, linewidths=0, **on_rows), autolim=False)
+    live(title, boxes, labels, counts)
+    per_point = 1 / (fig.get_figwidth() * 72 * AXES_SHARE)  # axes fraction per point, near enough
+
+    def update(view: dict) -> Change | None:
+        if list(view["rows"]) != names:
+            return Change.FIGURE  # other rows: other tick labels
+        title.set_text(view["title"])
+        glyphs, frames, fills, places, count_paths, count_places = [], [], [], [], [], []
+        for r, name in enumerate(names):
+            row, x, shown = view["rows"][name], 0.0, 0
+            for piece in row["pieces"]:
+                label = drawable(piece.replace("\u0120", "\u00b7"))  # byte-level BPE marks a leading space with Ġ
+                width = text_width(label, PIECE_SIZE) + 2 * _PIECE_PAD  # points
+                if x + width * per_point > PIECES_END:
+                    break
+                glyphs.append(label_path(label, PIECE_SIZE, ha="center", va="center"))
+                frames.append(_piece_frame(width))
+                fills.append(UNK_COLOUR if piece == UNK else PIECE_COLOUR)
+                places.append((x + width * per_point / 2, r))
+                x, shown = x + (width + 2) * per_point, shown + 1
+            more = row["count"] - shown
+            count = (f"{row['count']} tokens" + (f" (+{more} not shown)" if more else "")
+                     + (f", {row['unk']} [UNK]" if row["unk"] else ""))
+            count_paths.append(label_path(count, 7.5, ha="left", va="center"))
+            count_places.append((PIECES_END + 0.01, r))
+        for collection, paths, offsets in ((labels, glyphs, places), (boxes, frames, places),
+                                           (counts, count_paths, count_places)):
+            collection.set_paths(paths)
+            collection.set_offsets(np.array(offsets, dtype=float).reshape(-1, 2))  # (n, 2)
+        boxes.set_facecolor(fills)
+        return None
+
+    update(view)
+    return update
+
+
+@functools.lru_cache(maxsize=512)
+def _piece_frame(width: float, height: float = PIECE_SIZE + 2 * _PIECE_PAD) -> Path:
+    """A round box `width` x `height` points, centred on the origin."""
+    return BoxStyle.Round(pad=0.0, rounding_size=2.0)(-width / 2, -height / 2, width, height, 1.0)
 
 
 @functools.cache
@@ -377,15 +427,32 @@ def table_tradeoff(vocab_size: int, d: int, tied: bool, sizes, tokens_per_word, 
             "attention_vs_best": (at_v / tpw.min()) ** 2, "note": note}
 
 
-def plot_table_tradeoff(fig, r: dict) -> None:
+def plot_table_tradeoff(fig, r: dict) -> Update:
+    """Bars of the body and the table(s), and the measured tokens per word with a marker at this V. The curve and
+    the log axis are static; the bars, the marker and the titles are live; the bar axis moves only when the
+    parameter count crosses a 1-2-5 step, and the bar labels only when the output layer is (un)tied."""
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.4])
-    ax1.bar([0, 1], [r["body"] / 1e6, r["tables"] / 1e6], color=["0.6", "C1"])
-    ax1.set(xticks=[0, 1], xticklabels=["body (12 layers)", "word table" + ("" if r["tied"] else "s (untied)")],
-            ylabel="parameters (millions)",
-            title=f"V = {r['vocab_size']:,}, d = {r['d']}: table {100 * r['share']:.1f}% of all")
+    bars = live_bars(ax1, facecolors=["0.6", "C1"])
+    ax1.set(xticks=[0, 1], xlim=(-0.6, 1.6), ylabel="parameters (millions)")
     ax2.plot(r["sizes"], r["tpw"], "o-", color="C0", label="WordPiece, measured (held-out)")
-    ax2.plot([min(max(r["vocab_size"], r["sizes"].min()), r["sizes"].max())], [r["tpw_at_v"]], "s", color="C1", ms=9,
-             label="at this V")
-    ax2.set(xscale="log", xlabel="vocabulary size", ylabel="tokens per word",
-            title=f"{r['tpw_at_v']:.2f} tokens per word: attention x{r['attention_vs_best']:.2f} of the best")
+    (marker,) = ax2.plot([], [], "s", color="C1", ms=9, label="at this V")
+    ax2.set(xscale="log", xlabel="vocabulary size", ylabel="tokens per word")
     ax2.legend(fontsize=7)
+    title1, title2 = ax1.set_title("", fontsize=9), ax2.set_title("", fontsize=9)
+    live(marker, title1, title2)
+    tied = [None]  # what the bar labels say now
+
+    def update(r: dict) -> Panels | None:
+        bars.set_verts(bar_polygons([0, 1], [r["body"] / 1e6, r["tables"] / 1e6]))
+        marker.set_data([min(max(r["vocab_size"], r["sizes"].min()), r["sizes"].max())], [r["tpw_at_v"]])
+        title1.set_text(f"V = {r['vocab_size']:,}, d = {r['d']}: table {100 * r['share']:.1f}% of all")
+        title2.set_text(f"{r['tpw_at_v']:.2f} tokens per word: attention x{r['attention_vs_best']:.2f} of the best")
+        changed = set_limits(ax1, ylim=(0, nice_ceiling(1.05 * max(r["body"], r["tables"]) / 1e6)))
+        if r["tied"] != tied[0]:
+            tied[0] = r["tied"]
+            ax1.set_xticklabels(["body (12 layers)", "word table" + ("" if r["tied"] else "s (untied)")])
+            changed = Panels(ax1)
+        return changed
+
+    update(r)
+    return update

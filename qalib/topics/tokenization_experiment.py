@@ -124,10 +124,10 @@ def tokenizer_demo(sweep: Sweep | None = None, real_tokenizer=None) -> Demo:
 
     def compute(text: str, size: int) -> dict:
         size = choice("size", size, sweep.sizes)
-        chosen = {f"{kind} {size}": sweep.tokenizers[(kind, size)] for kind in sweep.kinds}
+        chosen = {kind: sweep.tokenizers[(kind, size)] for kind in sweep.kinds}
         if real_tokenizer is not None:
             chosen["MiniLM (30,522)"] = real_tokenizer
-        return pieces_view(text, chosen)
+        return pieces_view(text, chosen, caption=f"trained tokenizers at vocabulary size {size:,}")
 
     controls = {"text": W.Text(value=DEMO_TEXT, description="sentence", layout=W.Layout(width="60%")),
                 "size": W.Dropdown(options=list(sweep.sizes), value=sweep.sizes[len(sweep.sizes) // 2],
