@@ -218,7 +218,7 @@ def step_flops(cfg: DecoderConfig, objective: str, length: int = SEQ_LEN, batch_
 
 
 # -- what one sequence becomes under each objective (demo 1) -----------------------------------
-KINDS = ("read, no loss", "[MASK], predicted", "random token, predicted", "unchanged, predicted", "sentinel", "EOS")
+KINDS = ("read, no loss", "[MASK], predicted", "random token, predicted", "token as is, predicted", "sentinel", "EOS")
 KIND_COLOURS = ("#dddddd", "#3b0f70", "#de4968", "#fe9f6d", "#2c7fb8", "#555555")
 
 
@@ -264,7 +264,7 @@ def plot_corruption(fig, r: dict) -> None:
         ax.set(yticks=[], xlim=(-0.5, r["length"] + 2.5))
         ax.grid(False)
         if row is None:
-            ax.text(0, 0, "no decoder: the predictions sit on the input positions (coloured)", va="center", fontsize=9)
+            ax.text(0, 0, "no decoder: each coloured input position predicts the token after it", va="center", fontsize=9)
             ax.set(ylim=(-0.5, 0.5), xticks=[])
             ax.set_ylabel("decoder", rotation=0, ha="right", va="center")
             continue
@@ -273,9 +273,8 @@ def plot_corruption(fig, r: dict) -> None:
         ax.set_ylabel(label, rotation=0, ha="right", va="center")
         ax.set_xlabel("position")
     axes[0].set_title(f"{NAMES[r['objective']]}: {r['n_signals']} of {r['length']} text tokens carry a loss")
-    fig.legend(handles=[Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, KINDS)], loc="lower center", ncol=3,
-               fontsize=8, frameon=False)
-    fig.subplots_adjust(left=0.16, right=0.98, top=0.88, bottom=0.3, hspace=0.9)
+    fig.legend(handles=[Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, KINDS)], loc="outside lower center",
+               ncol=3, fontsize=8, frameon=False)
 
 
 def corruption_demo() -> "Demo":
@@ -317,7 +316,6 @@ def plot_signals(fig, r: dict) -> None:
     for ax, vals in ((ax1, t), (ax2, f)):
         for i, v in enumerate(vals):
             ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
-    fig.tight_layout()
 
 
 def signals_demo() -> "Demo":
@@ -360,7 +358,6 @@ def plot_attention_maps(fig, maps: dict) -> None:
         ax.set_title(name, fontsize=8)
         ax.set(xlabel="key", ylabel="query", xticks=[], yticks=[])
         ax.grid(False)
-    fig.tight_layout()
 
 
 DEMOS = [corruption_demo, signals_demo]
