@@ -13,7 +13,6 @@ demos. The training runs live in objectives_experiment.py.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -17,14 +17,13 @@ import torch
 import torch.nn.functional as F
 
 from qalib.data import IGNORE, MASK, UNK
-from qalib.decoder import DecoderLM, EncoderDecoder
 from qalib.device import get_device, one_thread
 from qalib.generate import generate
 from qalib.parallel import map_runs
 from qalib.probes import fit_probe, probe_accuracy
 from qalib.topics.decoding import kl, true_next_probs
-from qalib.topics.objectives import (DECODER_START, EOS, LANG_VOCAB, OBJECTIVES, SEQ_LEN, build_model, model_config, n_params,
-                                     objective_batch, objectives_language, sentinel, step_flops)
+from qalib.topics.objectives import (DECODER_START, EOS, LANG_VOCAB, OBJECTIVES, SEQ_LEN, build_model, logits_of,
+                                     model_config, n_params, objective_batch, objectives_language, sentinel, step_flops)
 from qalib.validate import choice, int_in, seed_list
 
 PROBE_LEN = SEQ_LEN - 3  # probed text (+ EOS for T5's encoder = its training input length, SEQ_LEN - 2)
@@ -69,7 +68,7 @@ def loss_of(model, objective: str, batch: dict) -> torch.Tensor:
         hidden = model.decoder(model.embeddings(batch["inputs"]))[0]  # (B, T, d)
         keep = labels != IGNORE
         return F.cross_entropy(model.logits(hidden[keep]).float(), labels[keep])
-    logits = model(batch["inputs"], batch["decoder_in"]).logits if objective == "span" else model(batch["inputs"]).logits
+    logits = logits_of(model, objective, batch)
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
