@@ -15,12 +15,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import matplotlib as mpl
+import matplotlib.ticker
 import numpy as np
 import torch
+from matplotlib.collections import PathCollection
+from matplotlib.transforms import ScaledTranslation
 
 from qalib.config import DecoderConfig
 from qalib.data import IGNORE, MASK, N_SPECIAL, PAD, SEP, SyntheticLanguage, mask_tokens
 from qalib.decoder import DecoderLM, EncoderDecoder
+from qalib.drawing import (LiveTickLabels, Panels, Update, bar_polygons, label_path, limits_with_margins, live,
+                           live_bars, most, points_to_pixels, set_limits)
 from qalib.validate import choice, float_in, int_in, probability, seed_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -250,30 +256,65 @@ def corruption_view(objective: str = "mlm", rate: float = 0.15, mean_span: float
             "objective": objective}
 
 
-def plot_corruption(fig, r: dict) -> None:
-    """Two strips of cells, coloured by KINDS: what the network reads, and (span) what its decoder writes."""
+def _position_ticks(lo: float, hi: float) -> np.ndarray:
+    """Whole positions to label between lo and hi, spaced as matplotlib's AutoLocator would (1-2-5 steps)."""
+    ticks = matplotlib.ticker.MaxNLocator(nbins=9, steps=[1, 2, 5, 10], integer=True).tick_values(lo, hi)
+    return ticks[(ticks >= lo) & (ticks <= hi)]
+
+
+NO_DECODER = "no decoder: each coloured input position predicts the token after it"
+
+
+def plot_corruption(fig, r: dict) -> Update:
+    """Two strips of cells, coloured by KINDS: what the network reads, and (span) what its decoder writes. The
+    strips, the position labels (glyph outlines, no ticks: the limits change no static pixel), the no-decoder note
+    and the title are live; the row labels change (Panels) only when the objective gains or loses a decoder."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
     axes = fig.subplots(2, 1)
     cmap = ListedColormap(KIND_COLOURS)
-    rows = (("network input" if r["target"] is None else "encoder input", r["input"]),
-            ("decoder target", r["target"]))
-    for ax, (label, row) in zip(axes, rows):
-        ax.set(yticks=[], xlim=(-0.5, r["length"] + 2.5))
+    strips, positions = [], []
+    for ax in axes:
+        ax.set(yticks=[], ylim=(-0.5, 0.5))
         ax.grid(False)
-        if row is None:
-            ax.text(0, 0, "no decoder: each coloured input position predicts the token after it", va="center", fontsize=9)
-            ax.set(ylim=(-0.5, 0.5), xticks=[])
-            ax.set_ylabel("decoder", rotation=0, ha="right", va="center")
-            continue
-        ax.imshow(row[None, :], cmap=cmap, vmin=-0.5, vmax=len(KINDS) - 0.5, aspect="auto",
-                  extent=(-0.5, len(row) - 0.5, -0.5, 0.5))
-        ax.set_ylabel(label, rotation=0, ha="right", va="center")
         ax.set_xlabel("position")
-    axes[0].set_title(f"{NAMES[r['objective']]}: {r['n_signals']} of {r['length']} text tokens carry a loss")
+        positions.append(LiveTickLabels(ax, "x", size=mpl.rcParams["xtick.labelsize"], rotation=0, width_chars=2))
+        strips.append(ax.imshow(np.zeros((1, 1)), cmap=cmap, vmin=-0.5, vmax=len(KINDS) - 0.5, aspect="auto",
+                                extent=(-0.5, 0.5, -0.5, 0.5)))
+    note = axes[1].add_collection(PathCollection([], offsets=np.zeros((0, 2)), offset_transform=axes[1].transData,
+                                                 transform=points_to_pixels(fig), clip_on=False, linewidths=0,
+                                                 facecolors=mpl.rcParams["text.color"]), autolim=False)
+    title = axes[0].set_title("")
+    live(title, note, *strips)
     fig.legend(handles=[Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, KINDS)], loc="outside lower center",
                ncol=3, fontsize=8, frameon=False)
+    decoder = [None]  # whether the row labels now show a decoder
+
+    def update(r: dict) -> Panels | None:
+        xlim = (-0.5, r["length"] + 2.5)
+        ticks = _position_ticks(*xlim)
+        for ax, row, strip, labels in zip(axes, (r["input"], r["target"]), strips, positions):
+            ax.set_xlim(*xlim)  # no ticks on x: the limits change no static pixel
+            strip.set_visible(row is not None)
+            if row is not None:
+                strip.set_data(np.asarray(row, dtype=float)[None, :])
+                strip.set_extent((-0.5, len(row) - 0.5, -0.5, 0.5))
+            labels.set([f"{t:g}" for t in ticks] if row is not None else [], ticks if row is not None else [])
+        has_decoder = r["target"] is not None
+        note.set_paths([] if has_decoder else [label_path(NO_DECODER, 9.0, ha="left", va="center")])
+        note.set_offsets(np.zeros((0 if has_decoder else 1, 2)))
+        title.set_text(f"{NAMES[r['objective']]}: {r['n_signals']} of {r['length']} text tokens carry a loss")
+        if has_decoder == decoder[0]:
+            return None
+        decoder[0] = has_decoder
+        axes[0].set_ylabel("encoder input" if has_decoder else "network input", rotation=0, ha="right", va="center")
+        axes[1].set_ylabel("decoder target" if has_decoder else "decoder", rotation=0, ha="right", va="center")
+        axes[1].set_xlabel("position" if has_decoder else "")
+        return Panels(*axes)
+
+    update(r)
+    return update
 
 
 def corruption_demo() -> "Demo":
@@ -302,19 +343,53 @@ def signals_view(length: int = SEQ_LEN, rate: float = 0.15, mean_span: float = M
     return {"targets": s["targets"], "flops": flops, "length": n, "rate": rate}
 
 
-def plot_signals(fig, r: dict) -> None:
+def _roomy(x: float) -> float:
+    """An axis top just above x in coarse steps (1, 1.2, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8 times a power of ten), so
+    that it moves only when x crosses a step and the bars still fill most of the axes."""
+    if not (np.isfinite(x) and x > 0):
+        return 1.0
+    scale = 10.0 ** np.floor(np.log10(x))
+    for step in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0):
+        if step * scale >= x * (1 - 1e-12):
+            return float(step * scale)
+    return float(10 * scale)
+
+
+def plot_signals(fig, r: dict) -> Update:
+    """Bars of the text tokens with a loss and of the counted FLOPs per sequence, with their values. Bars, values and
+    the first title are live; a panel's static parts are drawn again (Panels) only when its limit moves: the token
+    axis reaches the length, the FLOPs axis the next coarse step above the largest bar."""
     ax1, ax2 = fig.subplots(1, 2)
     names = [NAMES[o].split(" (")[1].rstrip(")") for o in OBJECTIVES]
     colours = ["C0", "C1", "C2"]
-    t = [r["targets"][o] for o in OBJECTIVES]
-    ax1.bar(names, t, color=colours)
-    ax1.set(title=f"text tokens with a loss, per {r['length']}-token sequence", ylabel="tokens", ylim=(0, r["length"]))
-    f = [r["flops"][o] / 1e6 for o in OBJECTIVES]
-    ax2.bar(names, f, color=colours)
+    x = np.arange(len(OBJECTIVES))
+    values, bars = [], []
+    for ax in (ax1, ax2):
+        ax.set_xticks(x, names)
+        ax.set_xlim(*limits_with_margins(-0.4, len(OBJECTIVES) - 0.6))  # as autoscaling puts 0.8-wide bars
+        bars.append(live_bars(ax, facecolors=colours))
+        # the values 2 points above their bars, as a Text's layout box (its descent below the digits) puts them
+        above = ax.transData + ScaledTranslation(0, 2 / 72, fig.dpi_scale_trans)
+        values.append(ax.add_collection(PathCollection([], offsets=np.zeros((0, 2)), offset_transform=above,
+                                                       transform=points_to_pixels(fig), clip_on=False, linewidths=0,
+                                                       facecolors=mpl.rcParams["text.color"]), autolim=False))
+    ax1.set_ylabel("tokens")
     ax2.set(title="training FLOPs per sequence (counted)", ylabel="MFLOPs")
-    for ax, vals in ((ax1, t), (ax2, f)):
-        for i, v in enumerate(vals):
-            ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+    title1 = ax1.set_title("")
+    live(title1, *values)
+
+    def update(r: dict) -> Panels | None:
+        t = [float(r["targets"][o]) for o in OBJECTIVES]
+        f = [r["flops"][o] / 1e6 for o in OBJECTIVES]
+        title1.set_text(f"text tokens with a loss, per {r['length']}-token sequence")
+        for bar, text, vals in zip(bars, values, (t, f)):
+            bar.set_verts(bar_polygons(x, vals))
+            text.set_paths([label_path(f"{v:.3g}", 8.0, ha="center", va="bottom") for v in vals])
+            text.set_offsets(np.c_[x, vals])
+        return most(set_limits(ax1, ylim=(0, r["length"])), set_limits(ax2, ylim=(0, _roomy(1.05 * max(f)))))
+
+    update(r)
+    return update
 
 
 def signals_demo() -> "Demo":
