@@ -19,14 +19,14 @@ import matplotlib as mpl
 import matplotlib.ticker
 import numpy as np
 import torch
-from matplotlib.collections import PathCollection
+from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.transforms import ScaledTranslation
 
 from qalib.config import DecoderConfig
 from qalib.data import IGNORE, MASK, N_SPECIAL, PAD, SEP, SyntheticLanguage, mask_tokens
 from qalib.decoder import DecoderLM, EncoderDecoder
 from qalib.drawing import (LiveTickLabels, Panels, Update, bar_polygons, label_path, limits_with_margins, live,
-                           live_bars, most, points_to_pixels, set_limits)
+                           live_bars, points_to_pixels)
 from qalib.validate import choice, float_in, int_in, probability, seed_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -279,7 +279,8 @@ def plot_corruption(fig, r: dict) -> Update:
         ax.set(yticks=[], ylim=(-0.5, 0.5))
         ax.grid(False)
         ax.set_xlabel("position")
-        positions.append(LiveTickLabels(ax, "x", size=mpl.rcParams["xtick.labelsize"], rotation=0, width_chars=2))
+        positions.append(LiveTickLabels(ax, "x", size=mpl.rcParams["xtick.labelsize"], rotation=0, width_chars=2,
+                                        pad=_tick_pad("x")))
         strips.append(ax.imshow(np.zeros((1, 1)), cmap=cmap, vmin=-0.5, vmax=len(KINDS) - 0.5, aspect="auto",
                                 extent=(-0.5, 0.5, -0.5, 0.5)))
     note = axes[1].add_collection(PathCollection([], offsets=np.zeros((0, 2)), offset_transform=axes[1].transData,
@@ -343,22 +344,51 @@ def signals_view(length: int = SEQ_LEN, rate: float = 0.15, mean_span: float = M
     return {"targets": s["targets"], "flops": flops, "length": n, "rate": rate}
 
 
-def _roomy(x: float) -> float:
-    """An axis top just above x in coarse steps (1, 1.2, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8 times a power of ten), so
-    that it moves only when x crosses a step and the bars still fill most of the axes."""
-    if not (np.isfinite(x) and x > 0):
-        return 1.0
-    scale = 10.0 ** np.floor(np.log10(x))
-    for step in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0):
-        if step * scale >= x * (1 - 1e-12):
-            return float(step * scale)
-    return float(10 * scale)
+def _tick_pad(axis: str) -> float:
+    """Points from the spine to a tick label, as the style puts them (its ticks are hidden but still pad)."""
+    rc = mpl.rcParams
+    size = {"in": 0.0, "inout": 0.5, "out": 1.0}[rc[f"{axis}tick.direction"]] * rc[f"{axis}tick.major.size"]
+    return float(rc[f"{axis}tick.major.pad"] + size)
+
+
+def _tick_text(ticks) -> list[str]:
+    """Tick values with as many decimals as the finest of them needs, as matplotlib's ScalarFormatter writes them."""
+    for decimals in range(7):
+        if np.allclose(ticks, np.round(ticks, decimals), rtol=0, atol=1e-9 * max(1.0, np.abs(ticks).max())):
+            break
+    return [f"{t:.{decimals}f}" for t in ticks]
+
+
+class _LiveYAxis:
+    """A y axis whose limits follow the data at no drawing cost: tick labels as glyph outlines (LiveTickLabels) and
+    horizontal grid lines in one live LineCollection, placed where the style's ticks and grid would be."""
+
+    def __init__(self, ax, width_chars: int) -> None:
+        rc = mpl.rcParams
+        ax.yaxis.grid(False)
+        self.ax = ax
+        self.labels = LiveTickLabels(ax, "y", size=rc["ytick.labelsize"], width_chars=width_chars, pad=_tick_pad("y"))
+        self.grid = LineCollection([], colors=rc["grid.color"], linewidths=rc["grid.linewidth"],
+                                   linestyles=rc["grid.linestyle"], alpha=rc["grid.alpha"],
+                                   zorder=0.5 if rc["axes.axisbelow"] is True else 2.5)  # where gridlines go
+        ax.add_collection(self.grid, autolim=False)
+        live(self.grid)
+        self.locator = matplotlib.ticker.MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10])
+
+    def set(self, lo: float, hi: float) -> None:
+        self.ax.set_ylim(lo, hi)  # no ticks on y: the limits change no static pixel
+        ticks = self.locator.tick_values(lo, hi)
+        slack = 1e-9 * (hi - lo)
+        ticks = ticks[(ticks >= lo - slack) & (ticks <= hi + slack)]
+        self.labels.set(_tick_text(ticks), ticks)
+        x0, x1 = self.ax.get_xlim()
+        self.grid.set_segments([[(x0, t), (x1, t)] for t in ticks])
 
 
 def plot_signals(fig, r: dict) -> Update:
-    """Bars of the text tokens with a loss and of the counted FLOPs per sequence, with their values. Bars, values and
-    the first title are live; a panel's static parts are drawn again (Panels) only when its limit moves: the token
-    axis reaches the length, the FLOPs axis the next coarse step above the largest bar."""
+    """Bars of the text tokens with a loss and of the counted FLOPs per sequence, with their values. Bars, values, the
+    first title and both y axes (_LiveYAxis: the token axis reaches the length, the FLOPs axis 5% above the largest
+    bar) are live, so no change draws a static pixel again."""
     ax1, ax2 = fig.subplots(1, 2)
     names = [NAMES[o].split(" (")[1].rstrip(")") for o in OBJECTIVES]
     colours = ["C0", "C1", "C2"]
@@ -377,8 +407,9 @@ def plot_signals(fig, r: dict) -> Update:
     ax2.set(title="training FLOPs per sequence (counted)", ylabel="MFLOPs")
     title1 = ax1.set_title("")
     live(title1, *values)
+    y1, y2 = _LiveYAxis(ax1, width_chars=4), _LiveYAxis(ax2, width_chars=5)
 
-    def update(r: dict) -> Panels | None:
+    def update(r: dict) -> None:
         t = [float(r["targets"][o]) for o in OBJECTIVES]
         f = [r["flops"][o] / 1e6 for o in OBJECTIVES]
         title1.set_text(f"text tokens with a loss, per {r['length']}-token sequence")
@@ -386,7 +417,9 @@ def plot_signals(fig, r: dict) -> Update:
             bar.set_verts(bar_polygons(x, vals))
             text.set_paths([label_path(f"{v:.3g}", 8.0, ha="center", va="bottom") for v in vals])
             text.set_offsets(np.c_[x, vals])
-        return most(set_limits(ax1, ylim=(0, r["length"])), set_limits(ax2, ylim=(0, _roomy(1.05 * max(f)))))
+        y1.set(0, r["length"])
+        y2.set(0, 1.05 * max(f))  # as autoscaling's 5% margin above the bars
+        return None
 
     update(r)
     return update
