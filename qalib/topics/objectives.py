@@ -25,8 +25,8 @@ from matplotlib.transforms import ScaledTranslation
 from qalib.config import DecoderConfig
 from qalib.data import IGNORE, MASK, N_SPECIAL, PAD, SEP, SyntheticLanguage, mask_tokens
 from qalib.decoder import DecoderLM, EncoderDecoder
-from qalib.drawing import (LiveTickLabels, Panels, Update, bar_polygons, label_path, limits_with_margins, live,
-                           live_bars, points_to_pixels)
+from qalib.drawing import (LiveTickLabels, Update, bar_polygons, label_path, limits_with_margins, live, live_bars,
+                           points_to_pixels, text_width)
 from qalib.validate import choice, float_in, int_in, probability, seed_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -265,24 +265,50 @@ def _position_ticks(lo: float, hi: float) -> np.ndarray:
 NO_DECODER = "no decoder: each coloured input position predicts the token after it"
 
 
+class _LiveLabel:
+    """An axis label whose words change at no drawing cost: the Text stays, invisible, holding the widest of the
+    `choices` (so the layout leaves room for each), and the shown one is drawn in its place as glyph outlines."""
+
+    def __init__(self, ax, label, choices) -> None:
+        fig = ax.get_figure(root=True)
+        self.size, self.ha, self.va = label.get_fontsize(), label.get_ha(), label.get_va()
+        label.set_text(max(choices, key=lambda text: text_width(text, self.size)))
+        label.set_alpha(0.0)
+        self.collection = PathCollection([], offsets=[label.get_position()], offset_transform=label.get_transform(),
+                                         transform=points_to_pixels(fig), facecolors=label.get_color(), linewidths=0,
+                                         clip_on=False)
+        self.collection.set_in_layout(False)  # the invisible label stands in for it
+        ax.add_collection(self.collection, autolim=False)
+        live(self.collection)
+
+    def set(self, text: str) -> None:
+        self.collection.set_paths([label_path(text, self.size, ha=self.ha, va=self.va)] if text else [])
+
+
 def plot_corruption(fig, r: dict) -> Update:
-    """Two strips of cells, coloured by KINDS: what the network reads, and (span) what its decoder writes. The
-    strips, the position labels (glyph outlines, no ticks: the limits change no static pixel), the no-decoder note
-    and the title are live; the row labels change (Panels) only when the objective gains or loses a decoder."""
+    """Two strips of cells, coloured by KINDS: what the network reads, and (span) what its decoder writes. Every part
+    that depends on the result is live: the strips, the position labels (glyph outlines, no ticks: the limits
+    change no static pixel), the row labels and the bottom axis label (_LiveLabel), the no-decoder note and the
+    title; so no change draws a static pixel again."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
     axes = fig.subplots(2, 1)
     cmap = ListedColormap(KIND_COLOURS)
-    strips, positions = [], []
-    for ax in axes:
+    strips, positions, rows = [], [], []
+    gap = ScaledTranslation(-mpl.rcParams["axes.labelpad"] / 72, 0, fig.dpi_scale_trans)
+    for ax, choices in zip(axes, (("network input", "encoder input"), ("decoder", "decoder target"))):
         ax.set(yticks=[], ylim=(-0.5, 0.5))
         ax.grid(False)
         ax.set_xlabel("position")
         positions.append(LiveTickLabels(ax, "x", size=mpl.rcParams["xtick.labelsize"], rotation=0, width_chars=2,
                                         pad=_tick_pad("x")))
+        ax.set_ylabel(choices[0], rotation=0, ha="right", va="center")
+        ax.yaxis.set_label_coords(0.0, 0.5, ax.transAxes + gap)  # where the axis puts it: labelpad off the spine
+        rows.append(_LiveLabel(ax, ax.yaxis.label, choices))
         strips.append(ax.imshow(np.zeros((1, 1)), cmap=cmap, vmin=-0.5, vmax=len(KINDS) - 0.5, aspect="auto",
                                 extent=(-0.5, 0.5, -0.5, 0.5)))
+    bottom = _LiveLabel(axes[1], axes[1].xaxis.label, ("position",))  # no decoder, no positions
     note = axes[1].add_collection(PathCollection([], offsets=np.zeros((0, 2)), offset_transform=axes[1].transData,
                                                  transform=points_to_pixels(fig), clip_on=False, linewidths=0,
                                                  facecolors=mpl.rcParams["text.color"]), autolim=False)
@@ -290,9 +316,8 @@ def plot_corruption(fig, r: dict) -> Update:
     live(title, note, *strips)
     fig.legend(handles=[Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, KINDS)], loc="outside lower center",
                ncol=3, fontsize=8, frameon=False)
-    decoder = [None]  # whether the row labels now show a decoder
 
-    def update(r: dict) -> Panels | None:
+    def update(r: dict) -> None:
         xlim = (-0.5, r["length"] + 2.5)
         ticks = _position_ticks(*xlim)
         for ax, row, strip, labels in zip(axes, (r["input"], r["target"]), strips, positions):
@@ -303,16 +328,13 @@ def plot_corruption(fig, r: dict) -> Update:
                 strip.set_extent((-0.5, len(row) - 0.5, -0.5, 0.5))
             labels.set([f"{t:g}" for t in ticks] if row is not None else [], ticks if row is not None else [])
         has_decoder = r["target"] is not None
+        rows[0].set("encoder input" if has_decoder else "network input")
+        rows[1].set("decoder target" if has_decoder else "decoder")
+        bottom.set("position" if has_decoder else "")
         note.set_paths([] if has_decoder else [label_path(NO_DECODER, 9.0, ha="left", va="center")])
         note.set_offsets(np.zeros((0 if has_decoder else 1, 2)))
         title.set_text(f"{NAMES[r['objective']]}: {r['n_signals']} of {r['length']} text tokens carry a loss")
-        if has_decoder == decoder[0]:
-            return None
-        decoder[0] = has_decoder
-        axes[0].set_ylabel("encoder input" if has_decoder else "network input", rotation=0, ha="right", va="center")
-        axes[1].set_ylabel("decoder target" if has_decoder else "decoder", rotation=0, ha="right", va="center")
-        axes[1].set_xlabel("position" if has_decoder else "")
-        return Panels(*axes)
+        return None
 
     update(r)
     return update
