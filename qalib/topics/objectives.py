@@ -265,21 +265,28 @@ def _position_ticks(lo: float, hi: float) -> np.ndarray:
 NO_DECODER = "no decoder: each coloured input position predicts the token after it"
 
 
+def _glyphs(ax, offset_transform, colour, offsets=None) -> PathCollection:
+    """A live collection of texts as glyph outlines (label_path, in points), placed at offsets in offset_transform;
+    not clipped, as a Text is not. The colour is given twice: a collection of one path and one colour is drawn
+    as markers, and deciding so measures the path's extent curve by curve (10 ms for a 60-glyph line)."""
+    collection = PathCollection([], offsets=np.zeros((0, 2)) if offsets is None else offsets,
+                                offset_transform=offset_transform, transform=points_to_pixels(ax.get_figure(root=True)),
+                                facecolors=[colour, colour], linewidths=0, clip_on=False)
+    ax.add_collection(collection, autolim=False)
+    live(collection)
+    return collection
+
+
 class _LiveLabel:
     """An axis label whose words change at no drawing cost: the Text stays, invisible, holding the widest of the
     `choices` (so the layout leaves room for each), and the shown one is drawn in its place as glyph outlines."""
 
     def __init__(self, ax, label, choices) -> None:
-        fig = ax.get_figure(root=True)
         self.size, self.ha, self.va = label.get_fontsize(), label.get_ha(), label.get_va()
         label.set_text(max(choices, key=lambda text: text_width(text, self.size)))
         label.set_alpha(0.0)
-        self.collection = PathCollection([], offsets=[label.get_position()], offset_transform=label.get_transform(),
-                                         transform=points_to_pixels(fig), facecolors=label.get_color(), linewidths=0,
-                                         clip_on=False)
+        self.collection = _glyphs(ax, label.get_transform(), label.get_color(), [label.get_position()])
         self.collection.set_in_layout(False)  # the invisible label stands in for it
-        ax.add_collection(self.collection, autolim=False)
-        live(self.collection)
 
     def set(self, text: str) -> None:
         self.collection.set_paths([label_path(text, self.size, ha=self.ha, va=self.va)] if text else [])
@@ -309,11 +316,9 @@ def plot_corruption(fig, r: dict) -> Update:
         strips.append(ax.imshow(np.zeros((1, 1)), cmap=cmap, vmin=-0.5, vmax=len(KINDS) - 0.5, aspect="auto",
                                 extent=(-0.5, 0.5, -0.5, 0.5)))
     bottom = _LiveLabel(axes[1], axes[1].xaxis.label, ("position",))  # no decoder, no positions
-    note = axes[1].add_collection(PathCollection([], offsets=np.zeros((0, 2)), offset_transform=axes[1].transData,
-                                                 transform=points_to_pixels(fig), clip_on=False, linewidths=0,
-                                                 facecolors=mpl.rcParams["text.color"]), autolim=False)
+    note = _glyphs(axes[1], axes[1].transData, mpl.rcParams["text.color"])
     title = axes[0].set_title("")
-    live(title, note, *strips)
+    live(title, *strips)
     fig.legend(handles=[Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, KINDS)], loc="outside lower center",
                ncol=3, fontsize=8, frameon=False)
 
@@ -422,13 +427,11 @@ def plot_signals(fig, r: dict) -> Update:
         bars.append(live_bars(ax, facecolors=colours))
         # the values 2 points above their bars, as a Text's layout box (its descent below the digits) puts them
         above = ax.transData + ScaledTranslation(0, 2 / 72, fig.dpi_scale_trans)
-        values.append(ax.add_collection(PathCollection([], offsets=np.zeros((0, 2)), offset_transform=above,
-                                                       transform=points_to_pixels(fig), clip_on=False, linewidths=0,
-                                                       facecolors=mpl.rcParams["text.color"]), autolim=False))
+        values.append(_glyphs(ax, above, mpl.rcParams["text.color"]))
     ax1.set_ylabel("tokens")
     ax2.set(title="training FLOPs per sequence (counted)", ylabel="MFLOPs")
     title1 = ax1.set_title("")
-    live(title1, *values)
+    live(title1)
     y1, y2 = _LiveYAxis(ax1, width_chars=4), _LiveYAxis(ax2, width_chars=5)
 
     def update(r: dict) -> None:
