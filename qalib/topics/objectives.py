@@ -15,12 +15,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import matplotlib as mpl
+import matplotlib.ticker
 import numpy as np
 import torch
+from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.transforms import ScaledTranslation
 
 from qalib.config import DecoderConfig
 from qalib.data import IGNORE, MASK, N_SPECIAL, PAD, SEP, SyntheticLanguage, mask_tokens
 from qalib.decoder import DecoderLM, EncoderDecoder
+from qalib.drawing import (LiveTickLabels, Update, bar_polygons, label_path, limits_with_margins, live, live_bars,
+                           points_to_pixels, text_width)
 from qalib.validate import choice, float_in, int_in, probability, seed_int
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -250,30 +256,93 @@ def corruption_view(objective: str = "mlm", rate: float = 0.15, mean_span: float
             "objective": objective}
 
 
-def plot_corruption(fig, r: dict) -> None:
-    """Two strips of cells, coloured by KINDS: what the network reads, and (span) what its decoder writes."""
+def _position_ticks(lo: float, hi: float) -> np.ndarray:
+    """Whole positions to label between lo and hi, spaced as matplotlib's AutoLocator would (1-2-5 steps)."""
+    ticks = matplotlib.ticker.MaxNLocator(nbins=9, steps=[1, 2, 5, 10], integer=True).tick_values(lo, hi)
+    return ticks[(ticks >= lo) & (ticks <= hi)]
+
+
+NO_DECODER = "no decoder: each coloured input position predicts the token after it"
+
+
+def _glyphs(ax, offset_transform, colour, offsets=None) -> PathCollection:
+    """A live collection of texts as glyph outlines (label_path, in points), placed at offsets in offset_transform;
+    not clipped, as a Text is not. The colour is given twice: a collection of one path and one colour is drawn
+    as markers, and deciding so measures the path's extent curve by curve (10 ms for a 60-glyph line)."""
+    collection = PathCollection([], offsets=np.zeros((0, 2)) if offsets is None else offsets,
+                                offset_transform=offset_transform, transform=points_to_pixels(ax.get_figure(root=True)),
+                                facecolors=[colour, colour], linewidths=0, clip_on=False)
+    ax.add_collection(collection, autolim=False)
+    live(collection)
+    return collection
+
+
+class _LiveLabel:
+    """An axis label whose words change at no drawing cost: the Text stays, invisible, holding the widest of the
+    `choices` (so the layout leaves room for each), and the shown one is drawn in its place as glyph outlines."""
+
+    def __init__(self, ax, label, choices) -> None:
+        self.size, self.ha, self.va = label.get_fontsize(), label.get_ha(), label.get_va()
+        label.set_text(max(choices, key=lambda text: text_width(text, self.size)))
+        label.set_alpha(0.0)
+        self.collection = _glyphs(ax, label.get_transform(), label.get_color(), [label.get_position()])
+        self.collection.set_in_layout(False)  # the invisible label stands in for it
+
+    def set(self, text: str) -> None:
+        self.collection.set_paths([label_path(text, self.size, ha=self.ha, va=self.va)] if text else [])
+
+
+def plot_corruption(fig, r: dict) -> Update:
+    """Two strips of cells, coloured by KINDS: what the network reads, and (span) what its decoder writes. Every part
+    that depends on the result is live: the strips, the position labels (glyph outlines, no ticks: the limits
+    change no static pixel), the row labels and the bottom axis label (_LiveLabel), the no-decoder note and the
+    title; so no change draws a static pixel again."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
     axes = fig.subplots(2, 1)
     cmap = ListedColormap(KIND_COLOURS)
-    rows = (("network input" if r["target"] is None else "encoder input", r["input"]),
-            ("decoder target", r["target"]))
-    for ax, (label, row) in zip(axes, rows):
-        ax.set(yticks=[], xlim=(-0.5, r["length"] + 2.5))
+    strips, positions, rows = [], [], []
+    gap = ScaledTranslation(-mpl.rcParams["axes.labelpad"] / 72, 0, fig.dpi_scale_trans)
+    for ax, choices in zip(axes, (("network input", "encoder input"), ("decoder", "decoder target"))):
+        ax.set(yticks=[], ylim=(-0.5, 0.5))
         ax.grid(False)
-        if row is None:
-            ax.text(0, 0, "no decoder: each coloured input position predicts the token after it", va="center", fontsize=9)
-            ax.set(ylim=(-0.5, 0.5), xticks=[])
-            ax.set_ylabel("decoder", rotation=0, ha="right", va="center")
-            continue
-        ax.imshow(row[None, :], cmap=cmap, vmin=-0.5, vmax=len(KINDS) - 0.5, aspect="auto",
-                  extent=(-0.5, len(row) - 0.5, -0.5, 0.5))
-        ax.set_ylabel(label, rotation=0, ha="right", va="center")
         ax.set_xlabel("position")
-    axes[0].set_title(f"{NAMES[r['objective']]}: {r['n_signals']} of {r['length']} text tokens carry a loss")
+        positions.append(LiveTickLabels(ax, "x", size=mpl.rcParams["xtick.labelsize"], rotation=0, width_chars=2,
+                                        pad=_tick_pad("x")))
+        ax.set_ylabel(choices[0], rotation=0, ha="right", va="center")
+        ax.yaxis.set_label_coords(0.0, 0.5, ax.transAxes + gap)  # where the axis puts it: labelpad off the spine
+        rows.append(_LiveLabel(ax, ax.yaxis.label, choices))
+        strips.append(ax.imshow(np.zeros((1, 1)), cmap=cmap, vmin=-0.5, vmax=len(KINDS) - 0.5, aspect="auto",
+                                extent=(-0.5, 0.5, -0.5, 0.5)))
+    bottom = _LiveLabel(axes[1], axes[1].xaxis.label, ("position",))  # no decoder, no positions
+    note = _glyphs(axes[1], axes[1].transData, mpl.rcParams["text.color"])
+    title = axes[0].set_title("")
+    live(title, *strips)
     fig.legend(handles=[Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, KINDS)], loc="outside lower center",
                ncol=3, fontsize=8, frameon=False)
+
+    def update(r: dict) -> None:
+        xlim = (-0.5, r["length"] + 2.5)
+        ticks = _position_ticks(*xlim)
+        for ax, row, strip, labels in zip(axes, (r["input"], r["target"]), strips, positions):
+            ax.set_xlim(*xlim)  # no ticks on x: the limits change no static pixel
+            strip.set_visible(row is not None)
+            if row is not None:
+                strip.set_data(np.asarray(row, dtype=float)[None, :])
+                strip.set_extent((-0.5, len(row) - 0.5, -0.5, 0.5))
+            labels.set([f"{t:g}" for t in ticks] if row is not None else [], ticks if row is not None else [])
+        has_decoder = r["target"] is not None
+        rows[0].set("encoder input" if has_decoder else "network input")
+        rows[1].set("decoder target" if has_decoder else "decoder")
+        bottom.set("position" if has_decoder else "")
+        note.set_paths([] if has_decoder else [label_path(NO_DECODER, 9.0, ha="left", va="center")])
+        note.set_offsets(np.zeros((0 if has_decoder else 1, 2)))
+        title.set_text(f"{NAMES[r['objective']]}: {r['n_signals']} of {r['length']} text tokens carry a loss")
+        return None
+
+    update(r)
+    return update
 
 
 def corruption_demo() -> "Demo":
@@ -302,19 +371,83 @@ def signals_view(length: int = SEQ_LEN, rate: float = 0.15, mean_span: float = M
     return {"targets": s["targets"], "flops": flops, "length": n, "rate": rate}
 
 
-def plot_signals(fig, r: dict) -> None:
+def _tick_pad(axis: str) -> float:
+    """Points from the spine to a tick label, as the style puts them (its ticks are hidden but still pad)."""
+    rc = mpl.rcParams
+    size = {"in": 0.0, "inout": 0.5, "out": 1.0}[rc[f"{axis}tick.direction"]] * rc[f"{axis}tick.major.size"]
+    return float(rc[f"{axis}tick.major.pad"] + size)
+
+
+def _tick_text(ticks) -> list[str]:
+    """Tick values with as many decimals as the finest of them needs, as matplotlib's ScalarFormatter writes them."""
+    for decimals in range(7):
+        if np.allclose(ticks, np.round(ticks, decimals), rtol=0, atol=1e-9 * max(1.0, np.abs(ticks).max())):
+            break
+    return [f"{t:.{decimals}f}" for t in ticks]
+
+
+class _LiveYAxis:
+    """A y axis whose limits follow the data at no drawing cost: tick labels as glyph outlines (LiveTickLabels) and
+    horizontal grid lines in one live LineCollection, placed where the style's ticks and grid would be."""
+
+    def __init__(self, ax, width_chars: int) -> None:
+        rc = mpl.rcParams
+        ax.yaxis.grid(False)
+        self.ax = ax
+        self.labels = LiveTickLabels(ax, "y", size=rc["ytick.labelsize"], width_chars=width_chars, pad=_tick_pad("y"))
+        self.grid = LineCollection([], colors=rc["grid.color"], linewidths=rc["grid.linewidth"],
+                                   linestyles=rc["grid.linestyle"], alpha=rc["grid.alpha"],
+                                   zorder=0.5 if rc["axes.axisbelow"] is True else 2.5)  # where gridlines go
+        ax.add_collection(self.grid, autolim=False)
+        live(self.grid)
+        self.locator = matplotlib.ticker.MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10])
+
+    def set(self, lo: float, hi: float) -> None:
+        self.ax.set_ylim(lo, hi)  # no ticks on y: the limits change no static pixel
+        ticks = self.locator.tick_values(lo, hi)
+        slack = 1e-9 * (hi - lo)
+        ticks = ticks[(ticks >= lo - slack) & (ticks <= hi + slack)]
+        self.labels.set(_tick_text(ticks), ticks)
+        x0, x1 = self.ax.get_xlim()
+        self.grid.set_segments([[(x0, t), (x1, t)] for t in ticks])
+
+
+def plot_signals(fig, r: dict) -> Update:
+    """Bars of the text tokens with a loss and of the counted FLOPs per sequence, with their values. Bars, values, the
+    first title and both y axes (_LiveYAxis: the token axis reaches the length, the FLOPs axis 5% above the largest
+    bar) are live, so no change draws a static pixel again."""
     ax1, ax2 = fig.subplots(1, 2)
     names = [NAMES[o].split(" (")[1].rstrip(")") for o in OBJECTIVES]
     colours = ["C0", "C1", "C2"]
-    t = [r["targets"][o] for o in OBJECTIVES]
-    ax1.bar(names, t, color=colours)
-    ax1.set(title=f"text tokens with a loss, per {r['length']}-token sequence", ylabel="tokens", ylim=(0, r["length"]))
-    f = [r["flops"][o] / 1e6 for o in OBJECTIVES]
-    ax2.bar(names, f, color=colours)
+    x = np.arange(len(OBJECTIVES))
+    values, bars = [], []
+    for ax in (ax1, ax2):
+        ax.set_xticks(x, names)
+        ax.set_xlim(*limits_with_margins(-0.4, len(OBJECTIVES) - 0.6))  # as autoscaling puts 0.8-wide bars
+        bars.append(live_bars(ax, facecolors=colours))
+        # the values 2 points above their bars, as a Text's layout box (its descent below the digits) puts them
+        above = ax.transData + ScaledTranslation(0, 2 / 72, fig.dpi_scale_trans)
+        values.append(_glyphs(ax, above, mpl.rcParams["text.color"]))
+    ax1.set_ylabel("tokens")
     ax2.set(title="training FLOPs per sequence (counted)", ylabel="MFLOPs")
-    for ax, vals in ((ax1, t), (ax2, f)):
-        for i, v in enumerate(vals):
-            ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+    title1 = ax1.set_title("")
+    live(title1)
+    y1, y2 = _LiveYAxis(ax1, width_chars=4), _LiveYAxis(ax2, width_chars=5)
+
+    def update(r: dict) -> None:
+        t = [float(r["targets"][o]) for o in OBJECTIVES]
+        f = [r["flops"][o] / 1e6 for o in OBJECTIVES]
+        title1.set_text(f"text tokens with a loss, per {r['length']}-token sequence")
+        for bar, text, vals in zip(bars, values, (t, f)):
+            bar.set_verts(bar_polygons(x, vals))
+            text.set_paths([label_path(f"{v:.3g}", 8.0, ha="center", va="bottom") for v in vals])
+            text.set_offsets(np.c_[x, vals])
+        y1.set(0, r["length"])
+        y2.set(0, 1.05 * max(f))  # as autoscaling's 5% margin above the bars
+        return None
+
+    update(r)
+    return update
 
 
 def signals_demo() -> "Demo":
