@@ -163,7 +163,7 @@ CATALOG = [
           "A word-level vocabulary still leaves > 1% of held-out words [UNK] with every training word kept; "
           "WordPiece, BPE and unigram stay under 0.02% at every size (only unseen characters remain), byte-level BPE "
           "has none. The size trades tokens per word (attention ~ n^2) against the V x d table. HF's WordPiece and BPE "
-          "trainers pick > 99% of the same pieces; their encoders differ.",
+          "trainers pick the same pieces; their encoders differ.",
           "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size; "
           "the vocabulary size, width and tying, against the table's share and the tokens per word",
           formula=r"$n = \mathrm{words} \times \mathrm{tokens/word}(V)$, attention $\propto n^2$, table $= V d$",

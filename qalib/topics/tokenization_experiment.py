@@ -9,6 +9,7 @@ vocabulary size, on the stdlib corpus, with their held-out statistics; and the d
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from qalib.topics.tokenization import (UNK, Corpus, bert_normalizer, bert_pre_tokenizer, held_out_folds, held_out_stats,
-                                      pieces_view, plot_pieces, plot_table_tradeoff, stdlib_corpus, table_tradeoff)
+from qalib.topics.tokenization import (UNK, Corpus, bert_normalizer, bert_pre_tokenizer, bert_words, held_out_folds,
+                                      held_out_stats, pieces_view, plot_pieces, plot_table_tradeoff, stdlib_corpus,
+                                      table_tradeoff)
 from qalib.validate import choice, choices, int_in
 
 if TYPE_CHECKING:
@@ -51,7 +53,8 @@ def train_tokenizer(kind: str, vocab_size: int, lines: list[str]) -> Tokenizer:
                              trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=[UNK],
                                                        show_progress=False)),
             "wordpiece": lambda: (models.WordPiece(unk_token=UNK),
-                                  trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[UNK],
+                                  trainers.WordPieceTrainer(vocab_size=vocab_size,
+                                                            special_tokens=[UNK, *continuation_alphabet(lines)],
                                                             show_progress=False)),
             "bpe": lambda: (models.BPE(unk_token=UNK),
                             trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[UNK], show_progress=False)),
@@ -62,18 +65,41 @@ def train_tokenizer(kind: str, vocab_size: int, lines: list[str]) -> Tokenizer:
         tok = Tokenizer(model)
         tok.normalizer, tok.pre_tokenizer = bert_normalizer(), bert_pre_tokenizer()
     tok.train_from_iterator(lines, trainer)
-    return tok
+    return _only_unk_special(tok) if kind == "wordpiece" else tok
+
+
+PREFIX = "##"
+
+
+def continuation_alphabet(lines: list[str]) -> list[str]:
+    """"##c" for every character c that occurs inside a word (not first) of `lines`, sorted.
+
+    Why: the library's BPE trainer (which WordPieceTrainer runs) creates these tokens while iterating over a hash
+    map of word counts, so their ids, which break ties between equally frequent merges, change from one process to
+    the next, and so do a few merges (huggingface/tokenizers issue #1794; fix proposed in PR #2066). Given first, as
+    special tokens, they get fixed ids, and training is the same in every kernel."""
+    inner = {c for line in lines for word in bert_words(line) for c in word[1:]}
+    return [PREFIX + c for c in sorted(inner)]
+
+
+def _only_unk_special(tok: Tokenizer) -> Tokenizer:
+    """The trained tokenizer with [UNK] as its only added token: the "##c" tokens given to fix the training's ids
+    stay in the vocabulary, as ordinary entries, but are no longer matched as special strings in raw text."""
+    spec = json.loads(tok.to_str())
+    spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] == UNK]
+    return Tokenizer.from_str(json.dumps(spec))
 
 
 def bpe_with_continuation_prefix(vocab_size: int, lines: list[str]) -> Tokenizer:
     """BPE whose non-initial pieces carry "##" as WordPiece's do, so the two vocabularies can be compared entry
     for entry (the myth check: do the library's WordPiece and BPE trainers pick the same pieces?)."""
     int_in("vocab_size", vocab_size, 300)
-    tok = Tokenizer(models.BPE(unk_token=UNK, continuing_subword_prefix="##"))
+    tok = Tokenizer(models.BPE(unk_token=UNK, continuing_subword_prefix=PREFIX))
     tok.normalizer, tok.pre_tokenizer = bert_normalizer(), bert_pre_tokenizer()
-    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[UNK],
-                                                       continuing_subword_prefix="##", show_progress=False))
-    return tok
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size,
+                                                       special_tokens=[UNK, *continuation_alphabet(lines)],
+                                                       continuing_subword_prefix=PREFIX, show_progress=False))
+    return _only_unk_special(tok)
 
 
 @dataclass
