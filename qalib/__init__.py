@@ -20,7 +20,7 @@ Model core (torch, no plotting):
     probes       -- linear probes: can a linear map read a property out of vectors?
     parallel     -- independent runs (seeds, variants) on every CPU core at once
 Notebook support:
-    device, seeding, style -- the set-up every notebook calls first
+    device, seeding, style -- the set-up every notebook calls first (seeding: seeds(n), scale(device), QALIB_SEED_OFFSET)
     claims       -- the three kinds of statement: check (✓ a measurement), identity (≡), quote (❝)
     drawing      -- matplotlib only: live artists, limits, labels, bars and the axis helpers plots share
     widgets      -- Demo: compute function -> plot function -> ipywidgets controls
@@ -38,9 +38,9 @@ Around the collection (not teaching code; no notebook imports these):
 __version__ = "0.1.0"
 
 from qalib.device import get_device
-from qalib.seeding import seed_everything
+from qalib.seeding import scale, seed, seed_everything, seeds
 from qalib.claims import check, check_all, check_close, identity, identity_close, quote, ClaimFailed
 from qalib.style import use_style
 
-__all__ = ["get_device", "seed_everything", "check", "check_all", "check_close", "identity", "identity_close", "quote",
+__all__ = ["get_device", "seed_everything", "seeds", "seed", "scale", "check", "check_all", "check_close", "identity", "identity_close", "quote",
            "ClaimFailed", "use_style", "__version__"]

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-SEED_MAX = 2**32 - 1  # the largest seed qalib.seeding.seed_everything accepts (numpy's legacy generator's limit)
+from qalib.seeding import SEED_MAX  # the largest seed seed_everything accepts (numpy's legacy generator's limit)
 
 
 def int_in(name: str, value, lo: int, hi: int | None = None, *, even: bool = False) -> int:

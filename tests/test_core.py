@@ -302,3 +302,29 @@ def test_sweep_values_reach_every_kind_of_control():
     assert sweep_values(W.Dropdown(options=["a", "b"], value="a"), 2) == ["a", "b"]
     typed = sweep_values(W.Text(value="I rest."))
     assert typed[-1] == "I rest." and len(set(typed)) == 3 and all(t.startswith("I rest. ") for t in typed[:2])
+
+
+def test_seeds_come_from_one_source_and_shift_together(monkeypatch):
+    """QALIB_SEED_OFFSET moves every seed set; unset, the seeds are 0, 1, 2, ... as before."""
+    monkeypatch.delenv("QALIB_SEED_OFFSET", raising=False)
+    assert qalib.seeds(3) == (0, 1, 2) and qalib.seed(0) == 0
+    monkeypatch.setenv("QALIB_SEED_OFFSET", "100")
+    assert qalib.seeds(3) == (100, 101, 102) and qalib.seed(2) == 102
+    for bad in ("-1", "x", "1.5"):
+        monkeypatch.setenv("QALIB_SEED_OFFSET", bad)
+        with pytest.raises(ValueError, match="QALIB_SEED_OFFSET"):
+            qalib.seeds(2)
+    monkeypatch.setenv("QALIB_SEED_OFFSET", "0")
+    for bad in (0, -2, 2.0, True):
+        with pytest.raises(ValueError, match="seeds"):
+            qalib.seeds(bad)
+
+
+def test_scale_follows_the_device_unless_forced(monkeypatch):
+    monkeypatch.delenv("QALIB_SCALE", raising=False)
+    assert qalib.scale("cpu") == 1 and qalib.scale("cuda") == 4 and qalib.scale("cuda", gpu=2) == 2
+    monkeypatch.setenv("QALIB_SCALE", "4")
+    assert qalib.scale("cpu") == 4
+    monkeypatch.setenv("QALIB_SCALE", "0")
+    with pytest.raises(ValueError, match="QALIB_SCALE"):
+        qalib.scale("cpu")
