@@ -85,7 +85,7 @@ CATALOG = [
     Entry("07_multi_head.ipynb", "qalib.topics.multi_head", "qalib.topics.multi_head_experiment",
           "Why several attention heads?",
           "At the same 4d^2 parameters, h heads give h separate attention distributions; one head returns one "
-          "average per query, and on a two-neighbour task it stays far behind 2-8 heads. The price is d_k = d/h.",
+          "average per query, and it learns a two-neighbour task more slowly than 4-8 heads (mean over seeds). The price is d_k = d/h.",
           "layer and head of a real BERT; number of heads",
           formula='$d_k=d/h$; $W^Q,W^K,W^V,W^O$ hold $4d^2$ parameters for any $h$',
           number='BERT-base: 12 heads of d_k = 64'),

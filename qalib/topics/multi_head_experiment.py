@@ -160,8 +160,9 @@ def plot_heads_experiment(fig, res: HeadsResult) -> None:
     x = np.arange(len(res.n_heads))
     lo, hi = res.accuracy.min(1), res.accuracy.max(1)
     ax1.errorbar(x, res.mean(), yerr=[res.mean() - lo, hi - res.mean()], fmt="o-", capsize=4, label="mean, min-max")
+    jitter = np.linspace(-0.15, 0.15, len(res.seeds)) if len(res.seeds) > 1 else np.zeros(1)  # one dot per seed
     for j in range(len(res.seeds)):
-        ax1.plot(x + 0.06 * (j - 1), res.accuracy[:, j], ".", color="grey", alpha=0.7)
+        ax1.plot(x + jitter[j], res.accuracy[:, j], ".", color="grey", alpha=0.7)
     ax1.axhline(1 / res.task.m ** 2, ls=":", color="k", label="chance")
     ax1.set(xticks=x, xticklabels=res.n_heads, xlabel="heads (d_model fixed)", ylabel="held-out accuracy",
             ylim=(0, 1.05), title="Our task: predict (x[t-1], x[t+1])")
