@@ -168,14 +168,14 @@ _order: dict[object, int] = {}
 
 
 def _cell() -> int | None:
-    """The execution count of the running IPython cell (the n of In [n]; in a top-to-bottom run, the n-th code
-    cell), or None outside IPython. IPython counts a cell up only after it has finished."""
+    """The number n of the running IPython cell, In [n] (in a top-to-bottom run, the n-th code cell), or None
+    outside IPython. IPython (7 and later, run_cell_async) counts up before it runs the cell, hence the - 1."""
     try:
         from IPython import get_ipython  # here: only logging needs it, and IPython is not a core dependency
     except ImportError:
         return None
     shell = get_ipython()
-    return None if shell is None else int(shell.execution_count)
+    return None if shell is None else int(shell.execution_count) - 1
 
 
 def _log(path: Path, result: CheckedClaim, margin: float | None) -> None:
