@@ -104,6 +104,29 @@ def test_seeds_that_did_not_move_are_reported():
     assert not any("changed no printed value" in line for line in notes(moved, aggregate(moved)))
 
 
+def test_a_notebook_with_fixed_seeds_shows_its_margins_in_its_own_units():
+    """Its runs differ only by the kernels' rounding: a spread of 1e-8 would make every margin look like millions of
+    spreads, so the table gives the raw margin and says why."""
+    runs = [result(o, v, [claim("a", margin=0.2 + d, printed="0.5")]) for o in (0, 100)
+            for v, d in (("avx512-t1", 0.0), ("avx2-t1", 1e-8))]
+    for run in runs:
+        run["claims"][0]["printed"] = run["variant"]
+    assert summary.seeds_fixed(runs) == {"07_multi_head"}
+    table = markdown(runs)
+    assert "| +0.2 (seeds fixed) |" in table and "σ" not in table.split("Per claim:")[1]
+    assert "| 07_multi_head | 4 / 0 / 0 | 1 + 0 | 0 | seeds fixed |" in table
+
+
+def test_the_overview_has_one_line_per_notebook_with_its_tightest_margin():
+    runs = [result(0, "v", [claim("a", margin=0.3, printed="1"), claim("b", margin=0.5, order=1, printed="1")]),
+            result(100, "v", [claim("a", margin=0.1, printed="2"), claim("b", margin=0.4, order=1, printed="2")]),
+            result(0, "v", [claim("c", False, margin=-0.1, printed="1")], notebook="11_mlm_and_nsp"),
+            result(100, "v", [claim("c", margin=0.1, printed="2")], notebook="11_mlm_and_nsp")]
+    lines = markdown(runs).splitlines()
+    assert "| 07_multi_head | 2 / 0 / 0 | 2 + 0 | 0 | +0.7σ (+0.1) |" in lines  # a: 0.1 / 0.141; b: 0.4 / 0.071
+    assert "| 11_mlm_and_nsp | 1 / 1 / 0 | 1 + 0 | 1 | -0.7σ (-0.1) |" in lines
+
+
 def test_a_margin_whose_sign_contradicts_the_verdict_is_reported():
     runs = [result(0, "avx512-t1", [claim("a", True, margin=-0.1)]), result(100, "avx512-t1", [claim("a", True, margin=0.1)])]
     assert any("the margin's sign contradicts the verdict in o0·avx512-t1" in line for line in notes(runs, aggregate(runs)))
@@ -111,7 +134,7 @@ def test_a_margin_whose_sign_contradicts_the_verdict_is_reported():
 
 def test_the_table_stays_one_line_per_claim():
     long = "a claim with | a pipe " + "and many words " * 10
-    line = next(l for l in markdown([result(0, "avx512-t1", [claim(long)])]).splitlines() if l.startswith("| 07"))
+    line = next(l for l in markdown([result(0, "avx512-t1", [claim(long)])]).splitlines() if l.startswith("| 07 ["))
     assert "\\|" in line and "…" in line and len(line) < 140
 
 

@@ -3,8 +3,9 @@ claims logged and kept going), its claims and any error written to the run's res
 
     python -m qalib.tools.robustness.execute OUT TIMEOUT RUN_JSON    # what the sweep starts, one process per run
 
-Each run is its own process so that Ctrl-C stops it cleanly (the kernel is shut down with it) and leaves no result
-file, and a rerun does it again.
+Each run is its own process, so that a sweep can stop all of them at once. A signal during the notebook reaches
+nbclient, which shuts the kernel down, so the run ends as "Kernel died": the sweep that sent it removes the result
+files of the runs it stopped (sweep.py), and a rerun does them again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from qalib.tools.robustness.plan import Run, notebook_digest
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TRACEBACK_CHARS = 8000  # the end of a long traceback is the part that names the error
+INTERRUPTED = 130       # the exit status of a run stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it)
 
 
 def kernel_env(run: Run, log: Path) -> dict[str, str]:
@@ -72,17 +74,19 @@ def execute_run(run: Run, out: Path, timeout: int) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     log = path.with_suffix(".claims.jsonl")
     log.unlink(missing_ok=True)  # left by an interrupted run
+    digest = notebook_digest(run.notebook)  # of the source this run executes, even if it is edited meanwhile
     error = None
     start = time.perf_counter()
     try:
         execute(run.notebook, timeout=timeout, env=kernel_env(run, log))
     except Exception as err:  # a cell's error, a cell timeout or a dead kernel: this run failed, the sweep goes on
         error = describe_error(err)
-        if error["type"] == "KeyboardInterrupt":  # the kernel was interrupted: no result, a rerun does it again
-            raise KeyboardInterrupt from err
+    if error and error["type"] == "KeyboardInterrupt":  # the kernel was interrupted: no result, a rerun does it
+        log.unlink(missing_ok=True)
+        raise KeyboardInterrupt
     claims = read_log(log)
     result = {"notebook": run.stem, "offset": run.offset, "variant": run.variant.name, "scale": run.scale,
-              "label": run.label, "notebook_digest": notebook_digest(run.notebook),
+              "label": run.label, "notebook_digest": digest,
               "seconds": round(time.perf_counter() - start, 1), "status": status(claims, error), "error": error,
               "env": {k: v for k, v in run.env(log).items() if k != "QALIB_CLAIMS_LOG"}, "claims": claims}
     tmp = path.with_suffix(".json.tmp")
@@ -96,8 +100,8 @@ def main(argv: list[str]) -> int:
     out, timeout, spec = argv
     try:
         execute_run(Run.from_json(spec), Path(out), int(timeout))
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # before or after the kernel ran (during it, nbclient handles the signal itself)
+        return INTERRUPTED
     return 0
 
 

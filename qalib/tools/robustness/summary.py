@@ -66,6 +66,7 @@ class ClaimRow:
     failed: list[str] = field(default_factory=list)
     margins: list[float] = field(default_factory=list)
     wrong_sign: list[str] = field(default_factory=list)  # runs whose margin's sign contradicts holds
+    seeds_fixed: bool = False  # the notebook's seeds did not move with the offset: its spread is the kernels' only
 
     @property
     def passed(self) -> int:
@@ -79,6 +80,7 @@ class ClaimRow:
 def aggregate(results: list[dict]) -> list[ClaimRow]:
     """One row per claim over the given run results, in notebook and statement order."""
     per_notebook = Counter(r["notebook"] for r in results)
+    fixed = seeds_fixed(results)
     rows: dict[tuple, ClaimRow] = {}
     for result in results:
         for record in result["claims"]:
@@ -86,7 +88,8 @@ def aggregate(results: list[dict]) -> list[ClaimRow]:
             row = rows.get(key)
             if row is None:
                 row = rows[key] = ClaimRow(result["notebook"], record.get("cell"), record["order"], record["claim"],
-                                           record["kind"], per_notebook[result["notebook"]])
+                                           record["kind"], per_notebook[result["notebook"]],
+                                           seeds_fixed=result["notebook"] in fixed)
             row.runs.append(result["label"])
             if not record["holds"]:
                 row.failed.append(result["label"])
@@ -143,6 +146,15 @@ def notes(results: list[dict], rows: list[ClaimRow]) -> list[str]:
     return lines
 
 
+def seeds_fixed(results: list[dict]) -> set[str]:
+    """The notebooks whose runs at different offsets printed the same values: they do not take their seeds from
+    qalib.seeds, so a spread over their runs is only the CPU kernels' rounding, not the seeds' variation."""
+    by_notebook = defaultdict(list)
+    for result in results:
+        by_notebook[result["notebook"]].append(result)
+    return {nb for nb, runs in by_notebook.items() if _nothing_moved(runs, "variant")}
+
+
 def _nothing_moved(runs: list[dict], held_fixed: str) -> bool:
     """True if, among runs that share `held_fixed` (a variant, or an offset), every group of two or more printed
     the same claims with the same values (and there is at least one such group)."""
@@ -154,7 +166,7 @@ def _nothing_moved(runs: list[dict], held_fixed: str) -> bool:
 
 
 def markdown(results: list[dict], title: str = "Robustness sweep") -> str:
-    """The summary: a header line, one table row per claim, and the notes."""
+    """The summary: a header, one row per notebook, one row per claim, and the notes."""
     rows = aggregate(results)
     status = Counter(r["status"] for r in results)
     offsets = sorted({r["offset"] for r in results})
@@ -172,16 +184,38 @@ def markdown(results: list[dict], title: str = "Robustness sweep") -> str:
         mark = "≡ " if row.kind == "identity" else ""
         ran = f"{row.passed}/{len(row.runs)}" + (f" of {row.notebook_runs}" if len(row.runs) < row.notebook_runs else "")
         table.append(f"| {_short(row.notebook)} [{'' if row.cell is None else row.cell}] | "
-                     f"{_escape(mark + _cut(row.text, TEXT_WIDTH))} | {ran} | {format_margin(row.margin)} | "
+                     f"{_escape(mark + _cut(row.text, TEXT_WIDTH))} | {ran} | {format_margin(row.margin, row.seeds_fixed)} | "
                      f"{_labels(row.failed) if row.failed else ''} |")
     found = notes(results, rows)
     tail = ["", "Notes:"] + [f"- {line}" for line in found] if found else []
-    return "\n".join([head] + table + tail) + "\n"
+    return "\n".join([head] + overview(results, rows) + ["", "Per claim:", ""] + table + tail) + "\n"
 
 
-def format_margin(m: Margin | None) -> str:
+def overview(results: list[dict], rows: list[ClaimRow]) -> list[str]:
+    """One line per notebook, short enough for the README: its runs, its measurements (✓) and identities (≡), how
+    many of them failed in some run, and its tightest margin in spreads (a notebook whose seeds did not move has no
+    spread over seeds to measure it in)."""
+    lines = ["| notebook | runs: ok / failed / error | ✓ + ≡ | failed in some run | tightest margin |",
+             "|---|---|---|---|---|"]
+    fixed = seeds_fixed(results)
+    for notebook in sorted({r["notebook"] for r in results}):
+        status = Counter(r["status"] for r in results if r["notebook"] == notebook)
+        mine = [row for row in rows if row.notebook == notebook]
+        measured = sum(row.kind == "measurement" for row in mine)
+        spread = [row.margin for row in mine if row.margin is not None and row.margin.in_spread is not None
+                  and row.margin.spread]
+        tightest = ("seeds fixed" if notebook in fixed else
+                    format_margin(min(spread, key=lambda m: m.in_spread)) if spread else "—")
+        lines.append(f"| {notebook} | {status['ok']} / {status['failed']} / {status['error']} | "
+                     f"{measured} + {len(mine) - measured} | {sum(bool(row.failed) for row in mine)} | {tightest} |")
+    return lines
+
+
+def format_margin(m: Margin | None, seeds_fixed: bool = False) -> str:
     if m is None:
         return "—"
+    if seeds_fixed:  # a spread of rounding alone would make any margin look like thousands of spreads
+        return f"{m.worst:+.3g} (seeds fixed)"
     if m.in_spread is None:
         return f"{m.worst:+.3g} (1 run)"
     if m.spread == 0:
