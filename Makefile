@@ -76,6 +76,17 @@ MODEL ?=
 any-bert: setup
 	$(PY) -m qalib.tools.any_bert $(if $(MODEL),--folder $(MODEL))
 
+# Every topic notebook's claims re-run under OFFSETS seed offsets x this machine's CPU variants (hours for all of them;
+# not in `make test`). Finished runs are kept in robustness/ and skipped by the next run; summary.md is the table.
+# OFFSETS=10 (a count) or OFFSETS=0,300,700; NB=07 for one notebook; SCALE=4 for the GPU's budget; VARIANTS=avx512-t1,avx2-t1
+OFFSETS ?= 10
+SCALE ?= 1
+VARIANTS ?=
+.PHONY: robustness
+robustness: setup
+	$(PY) -m qalib.tools.robustness --offsets $(OFFSETS) --scale $(SCALE) $(if $(VARIANTS),--variants $(VARIANTS)) \
+		$(if $(filter command% environment%,$(origin NB)),--topic $(NB))
+
 site: setup
 	$(PY) -m qalib.tools.site
 

@@ -10,15 +10,28 @@
 A claim about one checkpoint's own numbers takes holds_for="all-MiniLM-L6-v2": on that model it is an ordinary
 check; when $QALIB_MODEL loads another one it prints "⊘ skipped: ..." instead (neither evidence nor failure).
 
+A measurement may say how far it is from failing: check(..., margin=acc.min() - 0.95), positive when it holds, in
+the measurement's own units. Nothing is printed for it; the robustness sweep (`python -m qalib.tools.robustness`)
+reads it from the log below and reports the worst margin over seed sets and CPU kernels.
+
+Two environment variables, both unset by default (and then nothing here behaves differently):
+    QALIB_CLAIMS_LOG=<path.jsonl>   every check and identity appends one JSON line (claim, kind, holds, measured,
+                                    margin, the cell it ran in and its order there)
+    QALIB_CLAIMS_KEEP_GOING=1       a claim that does not hold prints "✘ <claim> — measured: <value>" (and is logged)
+                                    instead of raising ClaimFailed, so the notebook's later claims still run
+
 Executing the notebooks in the test suite verifies every measurement and identity they print; the ✓ lines of an
 executed notebook, and only they, count its measurements. notebooks/REVIEWING.md says which kind a statement is.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,7 +40,10 @@ TICK = "\u2713"       # ✓ a measurement
 IDENTITY = "\u2261"   # ≡ an identity, checked numerically
 QUOTE = "\u275d"      # ❝ a quoted figure
 SKIP = "\u2298"       # ⊘ a model-specific claim skipped on another model
+FAILED = "\u2718"     # ✘ a claim that did not hold, printed only in keep-going mode
 MARKS = (TICK, IDENTITY, QUOTE)
+LOG_ENV = "QALIB_CLAIMS_LOG"
+KEEP_GOING_ENV = "QALIB_CLAIMS_KEEP_GOING"
 
 
 class ClaimFailed(AssertionError):
@@ -39,11 +55,13 @@ class CheckedClaim:
     claim: str
     measured: object
     kind: str = "measurement"  # or "identity"
+    holds: bool = True         # False only in keep-going mode, where a failed claim is printed instead of raised
 
     def __str__(self) -> str:
         if self.kind == "identity":
-            return f"{IDENTITY} identity: {self.claim} — checked: {format_value(self.measured)}"
-        return f"{TICK} {self.claim} — measured: {format_value(self.measured)}"
+            mark = IDENTITY if self.holds else FAILED
+            return f"{mark} identity: {self.claim} — checked: {format_value(self.measured)}"
+        return f"{TICK if self.holds else FAILED} {self.claim} — measured: {format_value(self.measured)}"
 
     def _ipython_display_(self) -> None:
         """The tick line was already printed; a check at the end of a cell adds no Out[] echo."""
@@ -68,11 +86,16 @@ def format_value(value: object) -> str:
     return str(value)
 
 
-def check(claim: str, holds: bool, measured: object = None, *, holds_for: str | None = None) -> CheckedClaim | None:
+def check(claim: str, holds: bool, measured: object = None, *, holds_for: str | None = None,
+          margin: float | None = None) -> CheckedClaim | None:
     """A measurement: print a tick line if `holds`, otherwise raise ClaimFailed naming the claim and the value.
     Use it only where `holds` could come out False if the claim about the world (BERT, training, the paper) were
-    false; an identity or arithmetic goes through `identity`. holds_for: see `skipped`."""
-    return None if skipped(claim, holds_for) else _verify(claim, holds, measured, "measurement")
+    false; an identity or arithmetic goes through `identity`. holds_for: see `skipped`.
+    margin: how far the measured statistic is from failing, > 0 when it holds, in its own units (e.g.
+    `acc.min() - 0.95`); only logged (QALIB_CLAIMS_LOG), never printed."""
+    if skipped(claim, holds_for):
+        return None
+    return _verify(claim, holds, measured, "measurement", _margin(margin))
 
 
 def identity(claim: str, holds: bool, checked: object = None, *, holds_for: str | None = None) -> CheckedClaim | None:
@@ -92,7 +115,7 @@ def quote(figure: str, source: str) -> str:
     return line
 
 
-def _verify(claim: str, holds: bool, measured: object, kind: str) -> CheckedClaim:
+def _verify(claim: str, holds: bool, measured: object, kind: str, margin: float | None = None) -> CheckedClaim:
     if not isinstance(claim, str) or not claim.strip():
         raise TypeError("claim must be a non-empty string describing what is being checked")
     if isinstance(holds, torch.Tensor):
@@ -105,12 +128,88 @@ def _verify(claim: str, holds: bool, measured: object, kind: str) -> CheckedClai
         holds = bool(holds.item())
     if not isinstance(holds, (bool, np.bool_)):
         raise TypeError(f"holds must be a bool, got {type(holds).__name__}")
-    result = CheckedClaim(claim, measured, kind)
-    if not holds:
+    result = CheckedClaim(claim, measured, kind, bool(holds))
+    log = os.environ.get(LOG_ENV)
+    if log:
+        _log(Path(log), result, margin)
+    if not holds and not _keep_going():
         what = "claim does not hold" if kind == "measurement" else "identity does not hold (a bug in the code)"
         raise ClaimFailed(f"{what}: {claim} — measured: {format_value(measured)}")
     print(result)
     return result
+
+
+def _keep_going() -> bool:
+    value = os.environ.get(KEEP_GOING_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{KEEP_GOING_ENV} must be 0 or 1 (or unset), got {value!r}")
+    return value == "1"
+
+
+def _margin(margin) -> float | None:
+    """A margin as a float; NaN or inf (from a NaN measurement, whose claim then fails anyway) is kept as None,
+    so that an undefined margin never stops a notebook that would otherwise run."""
+    if margin is None:
+        return None
+    if isinstance(margin, torch.Tensor):
+        margin = margin.detach().cpu().numpy()
+    if isinstance(margin, np.ndarray):
+        if margin.size != 1:
+            raise TypeError("margin must be a single number; reduce the tensor (e.g. acc.min() - 0.95) first")
+        margin = margin.item()
+    if not isinstance(margin, (int, float, np.integer, np.floating)) or isinstance(margin, (bool, np.bool_)):
+        raise TypeError(f"margin must be a number (how far the measurement is from failing), got {margin!r}")
+    margin = float(margin)
+    return margin if math.isfinite(margin) else None
+
+
+# The order of the statements in this process, per cell: the key by which a sweep matches a claim across runs.
+_order: dict[object, int] = {}
+
+
+def _cell() -> int | None:
+    """The number n of the running IPython cell, In [n] (in a top-to-bottom run, the n-th code cell), or None
+    outside IPython. IPython (7 and later, run_cell_async) counts up before it runs the cell, hence the - 1."""
+    try:
+        from IPython import get_ipython  # here: only logging needs it, and IPython is not a core dependency
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return None if shell is None else int(shell.execution_count) - 1
+
+
+def _log(path: Path, result: CheckedClaim, margin: float | None) -> None:
+    cell = _cell()
+    order = _order.get(cell, 0)
+    _order[cell] = order + 1
+    record = {"claim": result.claim, "kind": result.kind, "holds": result.holds,
+              "measured": jsonable(result.measured), "printed": format_value(result.measured),
+              "margin": margin, "cell": cell, "order": order}
+    with path.open("a", encoding="utf-8") as f:  # one write per line: a killed kernel leaves whole lines behind
+        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def jsonable(value: object, max_items: int = 64) -> object:
+    """value as JSON: numbers, bools, strings, lists and dicts as they are; tensors and arrays as (nested) lists of
+    numbers up to max_items elements, larger ones as their printed form; NaN and inf as the strings "nan", "inf"
+    and "-inf" (strict JSON has no such numbers); anything else as format_value prints it."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        if value.size > max_items:
+            return format_value(value)
+        value = value.tolist()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, max_items) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and len(value) <= max_items:
+        return [jsonable(v, max_items) for v in value]
+    return format_value(value)
 
 
 def check_close(claim: str, measured, expected, *, rtol: float = 1e-5, atol: float = 0.0,
@@ -143,12 +242,13 @@ def _close(claim, measured, expected, rtol, atol, report) -> CheckedClaim:
 
 
 def check_all(claim: str, conditions: Iterable[bool], measured: object = None, *,
-              holds_for: str | None = None) -> CheckedClaim | None:
-    """Claim that every one of several conditions holds (e.g. one per d_k or per seed)."""
+              holds_for: str | None = None, margin: float | None = None) -> CheckedClaim | None:
+    """Claim that every one of several conditions holds (e.g. one per d_k or per seed). margin: as in `check`, for
+    the worst condition (e.g. `min(accs) - 0.9`)."""
     conditions = [bool(c) for c in conditions]
     if not conditions:
         raise ValueError("check_all needs at least one condition")
-    return check(claim, all(conditions), measured, holds_for=holds_for)
+    return check(claim, all(conditions), measured, holds_for=holds_for, margin=margin)
 
 
 def skipped(claim: str, holds_for: str | None) -> bool:

@@ -6,4 +6,6 @@
     bench        -- `make bench`: notebook times, redraw latencies of every control
     bench_model  -- model throughput against Hugging Face's BertForMaskedLM
     bench_timing -- the wall-clock statements of the notebooks, judged over several rounds
+    robustness   -- `make robustness`: every notebook's claims under many seed offsets and CPU float paths, one row
+                    per claim (pass rate, worst margin in units of its spread, failed runs)
 """

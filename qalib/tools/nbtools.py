@@ -52,14 +52,16 @@ def strip(path: Path) -> bool:
     return after != before
 
 
-def execute(path: Path, timeout: int = 180, store_widget_state: bool = False, env_cwd: Path | None = None):
+def execute(path: Path, timeout: int = 180, store_widget_state: bool = False, env_cwd: Path | None = None,
+            env: dict[str, str] | None = None):
     """Run a notebook top to bottom in a fresh kernel; return (executed notebook, seconds).
 
     The kernel is stopped at once afterwards: there is nothing in it to save, and a polite shutdown request
     took ~3 s per notebook here, seconds no user waits for.
 
     Raises nbclient's CellExecutionError (with the failing cell and traceback) on any error.
-    `timeout` is per cell.
+    `timeout` is per cell. `env`: the kernel's whole environment (default: this process's), so that runs side by
+    side can each have their own without touching os.environ.
     """
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
@@ -67,7 +69,7 @@ def execute(path: Path, timeout: int = 180, store_widget_state: bool = False, en
         store_widget_state=store_widget_state, resources={"metadata": {"path": str(env_cwd or Path(path).parent)}},
     )
     start = time.perf_counter()
-    client.execute()
+    client.execute(**({} if env is None else {"env": env}))
     return nb, time.perf_counter() - start
 
 
