@@ -8,6 +8,9 @@ of 32 x 20 tokens: the notebooks' experiments' size), in one run on this machine
     2. one model: qalib.train.train against a bare loop (task.batch, forward, loss, backward, clip_grad_norm_,
        AdamW foreach, the warm-up schedule: the same numbers, nothing else). Goal: <= 1.2x.
 
+Batching the seeds can save only a step's fixed cost (Python, dispatch, the optimizer's per-tensor loop), not
+its arithmetic: the benchmark prints one model's step at batch 1 beside batch 32 to show that share.
+
 Every contender is timed in turns (a, b, a, b, ...), the median of the repeats is printed: on a shared machine the
 load changes while it runs, and affects every contender alike.
 """
@@ -110,19 +113,22 @@ def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
         cfg = config(d)
         seeds = _time_in_turns({"sequential": lambda: _sequential(cfg, tc), "batched": lambda: _batched(cfg, tc),
                                 "data": lambda: _data_only(tc)}, repeats)
-        solo = _time_in_turns({"train": lambda: _one_model(cfg, tc), "bare": lambda: _bare_loop(cfg, tc)},
-                              max(repeats, 5))
+        # batch 1 is the step's fixed cost (Python, dispatch, the optimizer's loop), what batching the seeds can save
+        solo = _time_in_turns({"train": lambda: _one_model(cfg, tc), "bare": lambda: _bare_loop(cfg, tc),
+                               "batch 1": lambda: _one_model(cfg, tc.replace(batch_size=1))}, max(repeats, 5))
         per = {k: v / (s * steps) * 1e3 for k, v in seeds.items()}   # ms per model-step
         one = {k: v / steps * 1e3 for k, v in solo.items()}          # ms per step
         speedup, overhead = per["sequential"] / per["batched"], one["train"] / one["bare"]
         results |= {f"d{d}_sequential_ms": per["sequential"], f"d{d}_batched_ms": per["batched"],
                     f"d{d}_data_ms": per["data"], f"d{d}_batched_speedup": speedup,
-                    f"d{d}_train_ms": one["train"], f"d{d}_bare_ms": one["bare"], f"d{d}_train_overhead": overhead}
+                    f"d{d}_train_ms": one["train"], f"d{d}_bare_ms": one["bare"], f"d{d}_train_overhead": overhead,
+                    f"d{d}_batch1_ms": one["batch 1"]}
         goal = f"goal >= {BATCHED_GOAL:.0f}x: {'met' if speedup >= BATCHED_GOAL else 'NOT met'}" if d == 32 else "(no goal)"
         print(f"  d={d:3d}  {s} seeds: one after another {per['sequential']:6.2f} ms per model-step, batched "
               f"{per['batched']:6.2f} ms ({speedup:4.2f}x, {goal}); of which drawing the batches {per['data']:4.2f} ms")
         print(f"         one model: qalib.train {one['train']:6.2f} ms/step, bare loop {one['bare']:6.2f} ms/step "
-              f"({overhead:4.2f}x, goal <= {OVERHEAD_GOAL}x: {'met' if overhead <= OVERHEAD_GOAL else 'NOT met'})")
+              f"({overhead:4.2f}x, goal <= {OVERHEAD_GOAL}x: {'met' if overhead <= OVERHEAD_GOAL else 'NOT met'}); "
+              f"at batch 1 {one['batch 1']:6.2f} ms/step: the fixed cost is {one['batch 1'] / one['train']:.0%} of a step")
     return results
 
 
