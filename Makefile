@@ -45,8 +45,10 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not notebook"
 
+# ONLY=train (or notebooks, redraw, model, timing, decoder) runs one part; empty runs everything.
+ONLY ?=
 bench: setup
-	$(PY) -m qalib.tools.bench
+	$(PY) -m qalib.tools.bench $(if $(ONLY),--only $(ONLY))
 
 # Presenter view for class: demos and figures without the code, large type. NB=01_scaled_attention
 NB ?= 01_scaled_attention

@@ -15,6 +15,7 @@ Model core (torch, no plotting):
                     load(folder) for any BERT-family checkpoint folder (safetensors only); real_model(),
                     what the notebooks use: load($QALIB_MODEL) when set, else minilm()
     data, train  -- synthetic tasks with known ground truth; a small seeded training loop
+    train_batched -- train_seeds: one model per seed, all trained as one batched computation (torch.func)
     presets      -- small settings that train in seconds on 2 CPU cores
     fits         -- power laws fitted to measured curves (the exponent of time against length)
     probes       -- linear probes: can a linear map read a property out of vectors?

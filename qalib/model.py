@@ -249,7 +249,10 @@ class MiniBert(nn.Module):
         init_weights(module, self.cfg.init_std)
 
     # -- inputs --------------------------------------------------------------------------------
-    def _validate(self, input_ids, token_type_ids, attention_mask):
+    def check_inputs(self, input_ids, token_type_ids=None, attention_mask=None):
+        """forward's argument checks -> (token_type_ids, keep): token_type_ids a (B, T) tensor (zeros when None),
+        keep (B, T) bool, True at real tokens, or None when every token is real (the fused kernel then skips the
+        mask). ValueError naming the argument otherwise. forward_unchecked takes exactly these two values."""
         check_ids("input_ids", input_ids, self.cfg.vocab_size)
         b, t = input_ids.shape
         if token_type_ids is None:
@@ -278,10 +281,19 @@ class MiniBert(nn.Module):
         unfused). output_hidden_states: only the residual stream after the embeddings and after each layer, on the
         fused path. stop_at_layer=n runs only layers 0 .. n-1 (0: the embeddings alone), then the final norm: the
         stack cut after n layers, with the same weights (as TransformerLens's stop_at_layer)."""
-        token_type_ids, keep = self._validate(input_ids, token_type_ids, attention_mask)
+        token_type_ids, keep = self.check_inputs(input_ids, token_type_ids, attention_mask)
         n_run = self.cfg.n_layers
         if stop_at_layer is not None:
             n_run = int_in("stop_at_layer", stop_at_layer, 0, self.cfg.n_layers)
+        return self.forward_unchecked(input_ids, token_type_ids, keep, return_internals, output_hidden_states, n_run)
+
+    def forward_unchecked(self, input_ids, token_type_ids, keep, return_internals=False, output_hidden_states=False,
+                          n_run: int | None = None) -> MiniBertOutput:
+        """forward without its argument checks, for callers that checked the inputs themselves (check_inputs):
+        token_type_ids a (B, T) long tensor, keep (B, T) bool or None (every token real), n_run the number of
+        layers to run (None: all). The checks read tensor values on the host (.min(), .any()): a host-device sync
+        on a GPU, and what torch.func.vmap cannot trace (qalib.train_batched runs this under vmap)."""
+        n_run = self.cfg.n_layers if n_run is None else n_run
         cache: dict[str, torch.Tensor] | None = {} if return_internals else None
         x = self.embeddings(input_ids, token_type_ids, keep, cache)
         hidden = [x]

@@ -39,6 +39,10 @@ class TrainConfig:
     # CPU threads while training. The notebooks' models are tiny: on 2 cores one thread is several times
     # faster than two under any other load (OpenMP's spin-waiting), and never much slower. None: torch's setting.
     threads: int | None = 1
+    # torch's fused AdamW (one kernel for all parameters): on the CPU here its step takes ~0.26 ms instead of
+    # foreach's ~1.3 ms (d = 32, 2 layers), but its arithmetic differs (parameters ~2e-6 apart after 100 steps),
+    # so the notebooks' printed numbers would move: off by default.
+    fused_adamw: bool = False
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "log_every"):
@@ -53,6 +57,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.lr must be in (0, 1), got {self.lr!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"TrainConfig.threads must be None or an int >= 1, got {self.threads!r}")
+        if not isinstance(self.fused_adamw, bool):
+            raise ValueError(f"TrainConfig.fused_adamw must be a bool, got {self.fused_adamw!r}")
         if self.clip < 0 or self.weight_decay < 0:
             raise ValueError("TrainConfig.clip and weight_decay must be >= 0")
 
@@ -75,7 +81,12 @@ class History:
 
 def loss_and_accuracy(model: MiniBert, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy and accuracy on the labelled positions (token tasks) or on [CLS] (class tasks)."""
-    hidden = model(**batch.model_inputs()).last_hidden_state
+    return head_loss_and_accuracy(model, model(**batch.model_inputs()).last_hidden_state, batch)
+
+
+def head_loss_and_accuracy(model: MiniBert, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """loss_and_accuracy from the encoder's output hidden (B, T, d): the MLM head at the labelled positions, or
+    the classifier on [CLS]."""
     if batch.kind == "token":
         keep = batch.labels != IGNORE
         logits = model.mlm_logits(hidden[keep])  # (N_labelled, V): the vocabulary projection only where there is a loss
@@ -92,16 +103,19 @@ def layer_grad_norms(model: MiniBert) -> dict[str, float]:
     """L2 norm of the gradient of each group of parameters: embeddings, layer0 .. layerN-1."""
     groups: dict[str, float] = {}
     for name, p in model.named_parameters():
-        if p.grad is None:
-            continue
-        if name.startswith("layers."):
-            key = "layer" + name.split(".")[1]
-        elif name.startswith("embeddings."):
-            key = "embeddings"
-        else:
-            continue
-        groups[key] = groups.get(key, 0.0) + float(p.grad.detach().float().pow(2).sum())
+        key = grad_norm_group(name)
+        if p.grad is not None and key is not None:
+            groups[key] = groups.get(key, 0.0) + float(p.grad.detach().float().pow(2).sum())
     return {k: math.sqrt(v) for k, v in groups.items()}
+
+
+def grad_norm_group(name: str) -> str | None:
+    """The group of layer_grad_norms a parameter belongs to: "embeddings", "layer0", ..., or None (the heads)."""
+    if name.startswith("layers."):
+        return "layer" + name.split(".")[1]
+    if name.startswith("embeddings."):
+        return "embeddings"
+    return None
 
 
 @torch.no_grad()
@@ -118,13 +132,45 @@ def attention_entropy(model: MiniBert, batch: Batch) -> list[float]:
 
 def train(model: MiniBert, task, cfg: TrainConfig = TrainConfig()) -> History:
     device = get_device(cfg.device)
+    with training_threads(cfg, device):
+        return _train(model, task, cfg, device)
+
+
+@contextlib.contextmanager
+def training_threads(cfg: TrainConfig, device: torch.device):
+    """torch's CPU threads set to cfg.threads while training on the CPU (see TrainConfig.threads), then restored."""
     previous_threads = torch.get_num_threads()
     if cfg.threads is not None and device.type == "cpu":
         torch.set_num_threads(cfg.threads)
     try:
-        return _train(model, task, cfg, device)
+        yield
     finally:
         torch.set_num_threads(previous_threads)
+
+
+def make_optimizer(decay: list[torch.Tensor], no_decay: list[torch.Tensor], cfg: TrainConfig):
+    """AdamW with weight decay on `decay` only, and the linear warm-up -> (optimizer, scheduler)."""
+    # foreach: one call per step for all parameters. torch picks it by default only on CUDA; on the CPU the
+    # per-tensor loop cost ~10% of a small model's training step here, for the same numbers.
+    kernel = {"fused": True} if cfg.fused_adamw else {"foreach": True}
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, **kernel)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / cfg.warmup) if cfg.warmup else 1.0)
+    return opt, sched
+
+
+def is_log_step(step: int, cfg: TrainConfig) -> bool:
+    return step % cfg.log_every == 0 or step == cfg.steps - 1
+
+
+def raise_if_not_finite(losses: list[float], first_step: int, member: str = "") -> None:
+    """FloatingPointError naming the first step whose loss is NaN or inf; losses[i] is step first_step + i's.
+    The loop reads its losses only at log steps (one transfer for all the steps since the last), not every step."""
+    for i, value in enumerate(losses):
+        if not math.isfinite(value):
+            raise FloatingPointError(f"loss became {value} at step {first_step + i}{member}: lower TrainConfig.lr "
+                                     "or check the model variant")
 
 
 def _train(model: MiniBert, task, cfg: TrainConfig, device: torch.device) -> History:
@@ -133,24 +179,36 @@ def _train(model: MiniBert, task, cfg: TrainConfig, device: torch.device) -> His
     data_gen = torch.Generator().manual_seed(cfg.seed)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # biases and norm gains: no weight decay
-    # foreach: one call per step for all parameters. torch picks it by default only on CUDA; on the CPU the
-    # per-tensor loop cost ~10% of a small model's training step here, for the same numbers.
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, foreach=True)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / cfg.warmup) if cfg.warmup else 1.0)
+    opt, sched = make_optimizer(decay, no_decay, cfg)
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
+    # A MiniBert's inputs are checked here, on the host where the task made them, and its forward then skips the
+    # checks: they read tensor values (.min(), .any()), a host-device sync per step on a GPU. Other models
+    # (notebook 13's RecurrentLM) run their own forward.
+    checked_here = isinstance(model, MiniBert)
     hist = History()
+    unread_losses: list[torch.Tensor] = []  # this step's and earlier losses not yet read on the host, detached
     for step in tqdm(range(cfg.steps), disable=not cfg.progress, desc="training", leave=False):
-        batch = task.batch(cfg.batch_size, data_gen).to(device)
+        batch = task.batch(cfg.batch_size, data_gen)
         with autocast:
-            loss, acc = loss_and_accuracy(model, batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {float(loss)} at step {step}: lower TrainConfig.lr or check the model variant")
+            if checked_here:
+                token_type_ids, keep = model.check_inputs(batch.input_ids, batch.token_type_ids, batch.attention_mask)
+                batch = batch.to(device)
+                hidden = model.forward_unchecked(batch.input_ids, token_type_ids.to(device),
+                                                 None if keep is None else keep.to(device)).last_hidden_state
+                loss, acc = head_loss_and_accuracy(model, hidden, batch)
+            else:
+                batch = batch.to(device)
+                loss, acc = loss_and_accuracy(model, batch)
+        unread_losses.append(loss.detach())
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        log = step % cfg.log_every == 0 or step == cfg.steps - 1
+        log = is_log_step(step, cfg)
         if log:
+            # NaN/inf is checked here, for every step since the last log step, in one transfer; a non-finite step
+            # before it only costs the steps up to here (its numbers are lost either way)
+            losses = torch.stack(unread_losses).tolist()
+            raise_if_not_finite(losses, step - len(losses) + 1)
+            unread_losses.clear()
             for k, v in layer_grad_norms(model).items():
                 hist.grad_norm.setdefault(k, []).append(v)
         if cfg.clip:
@@ -159,7 +217,7 @@ def _train(model: MiniBert, task, cfg: TrainConfig, device: torch.device) -> His
         sched.step()
         if log:
             hist.step.append(step)
-            hist.loss.append(float(loss.detach()))
+            hist.loss.append(losses[-1])
             hist.accuracy.append(float(acc))
         if cfg.entropy_every and (step % cfg.entropy_every == 0 or step == cfg.steps - 1):
             model.eval()

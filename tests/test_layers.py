@@ -9,7 +9,7 @@ import pytest
 
 QALIB = Path(__file__).resolve().parent.parent / "qalib"
 CORE = ["config", "validate", "attention", "positions", "norms", "model", "decoder", "kv_cache", "generate", "gpt2",
-        "pretrained", "data", "train", "presets",
+        "pretrained", "data", "train", "train_batched", "presets",
         "probes", "parallel", "device", "seeding", "claims", "progress", "fits"]
 ABOVE_CORE = ("qalib.drawing", "qalib.widgets", "qalib.topics", "qalib.tools", "qalib.catalog", "qalib.testing",
               "qalib.style", "qalib.quiz", "qalib.interview")

@@ -7,8 +7,10 @@
     4. the notebooks' wall-clock statements (bench_timing): the notebooks print their timings, this judges them
     5. the decoder (bench_decoder): generation with vs without the KV cache, vs GPT2LMHeadModel.generate, and the
        cache's bytes vs the formula
+    6. training (bench_train): 12 seeds batched (qalib.train_batched) vs one after another, and qalib.train's step
+       vs a bare PyTorch loop, at d = 32, 64, 128
 
-    python -m qalib.tools.bench [--only notebooks|redraw|model|timing|decoder] [--topic TEXT]
+    python -m qalib.tools.bench [--only notebooks|redraw|model|timing|decoder|train] [--topic TEXT]
 
 --topic limits the notebooks and demos to those whose notebook name contains TEXT (e.g. --topic 05).
 """
@@ -109,7 +111,7 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["notebooks", "redraw", "model", "timing", "decoder"])
+    parser.add_argument("--only", choices=["notebooks", "redraw", "model", "timing", "decoder", "train"])
     parser.add_argument("--topic", default="", help="only notebooks and demos whose notebook name contains this")
     args = parser.parse_args()
     if args.only in (None, "model"):
@@ -120,6 +122,10 @@ def main() -> None:
         from qalib.tools.bench_decoder import bench_decoder
 
         bench_decoder()
+    if args.only in (None, "train"):
+        from qalib.tools.bench_train import bench_train
+
+        bench_train()
     if args.only in (None, "timing"):
         from qalib.tools.bench_timing import bench_timings
 

@@ -1,0 +1,136 @@
+"""`make bench ONLY=train`: the seed-batched trainer against the runs one after another, and qalib.train's step
+against a bare PyTorch loop over the same modules, at d = 32, 64 and 128 (2 layers, 4 heads, d_ff = 4d, batches
+of 32 x 20 tokens: the notebooks' experiments' size), in one run on this machine.
+
+    1. 12 seeds: qalib.train_batched.train_seeds against 12 calls of qalib.train.train, one after another
+       (each as an experiment runs it: the model built after torch.manual_seed(seed), then trained).
+       Goal at d = 32: >= 5x. Larger d shows where batching stops paying.
+    2. one model: qalib.train.train against a bare loop (task.batch, forward, loss, backward, clip_grad_norm_,
+       AdamW foreach, the warm-up schedule: the same numbers, nothing else). Goal: <= 1.2x.
+
+Batching the seeds can save only a step's fixed cost (Python, dispatch, the optimizer's per-tensor loop), not
+its arithmetic: the benchmark prints one model's step at batch 1 beside batch 32 to show that share.
+
+Every contender is timed in turns (a, b, a, b, ...), the median of the repeats is printed: on a shared machine the
+load changes while it runs, and affects every contender alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from qalib.config import MiniBertConfig
+from qalib.data import IGNORE, ProbeTask
+from qalib.model import MiniBert
+from qalib.train import TrainConfig, train
+from qalib.train_batched import train_seeds
+
+SEEDS = list(range(12))
+WIDTHS = (32, 64, 128)
+BATCH = 32
+TASK = ProbeTask("previous", vocab_size=32, seq_len=19)  # [CLS] + 19 tokens = 20
+BATCHED_GOAL, OVERHEAD_GOAL = 5.0, 1.2
+
+
+def config(d: int) -> MiniBertConfig:
+    return MiniBertConfig(vocab_size=32, d_model=d, n_layers=2, n_heads=4, d_ff=4 * d, max_len=24)
+
+
+def _sequential(cfg: MiniBertConfig, tc: TrainConfig) -> None:
+    for seed in SEEDS:
+        torch.manual_seed(seed)
+        train(MiniBert(cfg), TASK, tc.replace(seed=seed))
+
+
+def _batched(cfg: MiniBertConfig, tc: TrainConfig) -> None:
+    train_seeds(cfg, TASK, SEEDS, tc)
+
+
+def _one_model(cfg: MiniBertConfig, tc: TrainConfig) -> None:
+    torch.manual_seed(0)
+    train(MiniBert(cfg), TASK, tc)
+
+
+def _bare_loop(cfg: MiniBertConfig, tc: TrainConfig) -> None:
+    """What qalib.train computes, and nothing else: no history, no checks beyond the module's own forward."""
+    torch.manual_seed(0)
+    model = MiniBert(cfg).train()
+    data_gen = torch.Generator().manual_seed(tc.seed)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=tc.lr, foreach=True)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / tc.warmup))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(tc.threads)  # as train does
+    try:
+        for _ in range(tc.steps):
+            batch = TASK.batch(tc.batch_size, data_gen)
+            hidden = model(**batch.model_inputs()).last_hidden_state
+            keep = batch.labels != IGNORE
+            loss = F.cross_entropy(model.mlm_logits(hidden[keep]), batch.labels[keep])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
+            opt.step()
+            sched.step()
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _data_only(tc: TrainConfig) -> None:
+    for seed in SEEDS:
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(tc.steps):
+            TASK.batch(tc.batch_size, gen)
+
+
+def _time_in_turns(fns: dict, repeats: int) -> dict[str, float]:
+    """Median seconds per call of each function, called in turns after one warm-up call each."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
+    tc = TrainConfig(steps=steps, batch_size=BATCH, device="cpu")
+    s = len(SEEDS)
+    print(f"\n== train: {s} seeds batched (qalib.train_batched) vs one after another (qalib.train), and qalib.train vs "
+          f"a bare loop; 2 layers, 4 heads, batch {BATCH}x{TASK.seq_len + 1}, {steps} steps, {tc.threads} thread, "
+          f"median of {repeats} in turns (a shared machine: compare the ratios, not the times)")
+    results: dict[str, float] = {}
+    for d in WIDTHS:
+        cfg = config(d)
+        seeds = _time_in_turns({"sequential": lambda: _sequential(cfg, tc), "batched": lambda: _batched(cfg, tc),
+                                "data": lambda: _data_only(tc)}, repeats)
+        # batch 1 is the step's fixed cost (Python, dispatch, the optimizer's loop), what batching the seeds can save
+        solo = _time_in_turns({"train": lambda: _one_model(cfg, tc), "bare": lambda: _bare_loop(cfg, tc),
+                               "batch 1": lambda: _one_model(cfg, tc.replace(batch_size=1))}, max(repeats, 5))
+        per = {k: v / (s * steps) * 1e3 for k, v in seeds.items()}   # ms per model-step
+        one = {k: v / steps * 1e3 for k, v in solo.items()}          # ms per step
+        speedup, overhead = per["sequential"] / per["batched"], one["train"] / one["bare"]
+        results |= {f"d{d}_sequential_ms": per["sequential"], f"d{d}_batched_ms": per["batched"],
+                    f"d{d}_data_ms": per["data"], f"d{d}_batched_speedup": speedup,
+                    f"d{d}_train_ms": one["train"], f"d{d}_bare_ms": one["bare"], f"d{d}_train_overhead": overhead,
+                    f"d{d}_batch1_ms": one["batch 1"]}
+        goal = f"goal >= {BATCHED_GOAL:.0f}x: {'met' if speedup >= BATCHED_GOAL else 'NOT met'}" if d == 32 else "(no goal)"
+        print(f"  d={d:3d}  {s} seeds: one after another {per['sequential']:6.2f} ms per model-step, batched "
+              f"{per['batched']:6.2f} ms ({speedup:4.2f}x, {goal}); of which drawing the batches {per['data']:4.2f} ms")
+        print(f"         one model: qalib.train {one['train']:6.2f} ms/step, bare loop {one['bare']:6.2f} ms/step "
+              f"({overhead:4.2f}x, goal <= {OVERHEAD_GOAL}x: {'met' if overhead <= OVERHEAD_GOAL else 'NOT met'}); "
+              f"at batch 1 {one['batch 1']:6.2f} ms/step: the fixed cost is {one['batch 1'] / one['train']:.0%} of a step")
+    return results
+
+
+if __name__ == "__main__":
+    bench_train()
