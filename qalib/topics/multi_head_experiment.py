@@ -27,7 +27,8 @@ from qalib.data import CLS, IGNORE, N_SPECIAL, SEP, Batch
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.topics.multi_head import VASWANI_TABLE3_A, plot_heads_view
-from qalib.train import TrainConfig, evaluate, train
+from qalib.train import TrainConfig, evaluate
+from qalib.train_batched import train_seeds
 from qalib.validate import int_in, seed_list
 
 if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
@@ -93,23 +94,23 @@ def run_heads_experiment(n_heads=(1, 2, 4, 8), seeds=(0, 1, 2), steps: int = 125
     if not n_heads:
         raise ValueError("n_heads must be non-empty")
     int_in("steps", steps, 1)
-    runs = [(h, seed) for h in n_heads for seed in seeds]  # independent: side by side on the CPU cores
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, log_every=max(1, steps // 25),
                             device=device)
-    outcomes = map_runs(partial(_train_one, d_model=d_model, task=task, train_cfg=train_cfg), runs, device)
-    acc = np.array([o["accuracy"] for o in outcomes]).reshape(len(n_heads), len(seeds))
-    curves = np.array([o["curve"] for o in outcomes]).reshape(len(n_heads), len(seeds), -1)
-    models = {run: o["model"] for run, o in zip(runs, outcomes)}
-    return HeadsResult(list(n_heads), list(seeds), acc, outcomes[-1]["step"], curves, models, task)
+    # one batched run of all seeds per head count (qalib.train_batched); the head counts side by side on the cores
+    per_variant = map_runs(partial(_train_variant, seeds=seeds, d_model=d_model, task=task, train_cfg=train_cfg),
+                           list(n_heads), device)
+    acc = np.array([[o["accuracy"] for o in outs] for outs in per_variant])      # (n_variants, n_seeds)
+    curves = np.array([[o["curve"] for o in outs] for outs in per_variant])     # (n_variants, n_seeds, n_logged)
+    models = {(h, seed): o["model"] for h, outs in zip(n_heads, per_variant) for seed, o in zip(seeds, outs)}
+    return HeadsResult(list(n_heads), list(seeds), acc, per_variant[-1][-1]["step"], curves, models, task)
 
 
-def _train_one(run: tuple[int, int], d_model: int, task: NeighbourPairTask, train_cfg: TrainConfig) -> dict:
-    h, seed = run
-    torch.manual_seed(seed)  # same seed, same data stream for every variant
-    model = MiniBert(heads_config(h, d_model, task))
-    hist = train(model, task, train_cfg.replace(seed=seed))
-    accuracy = evaluate(model, task, n_batches=2, batch_size=256)["accuracy"]
-    return {"accuracy": accuracy, "curve": hist.accuracy, "step": hist.step, "model": model.cpu().eval()}
+def _train_variant(h: int, seeds: list[int], d_model: int, task: NeighbourPairTask, train_cfg: TrainConfig) -> list[dict]:
+    """Every seed of one head count, trained together: member i starts as torch.manual_seed(seed_i);
+    MiniBert(heads_config(h)) and reads its own data stream, so each seed sees the same data for every h."""
+    run = train_seeds(heads_config(h, d_model, task), task, seeds, train_cfg)
+    return [{"accuracy": evaluate(model, task, n_batches=2, batch_size=256)["accuracy"], "curve": hist.accuracy,
+             "step": hist.step, "model": model.cpu().eval()} for model, hist in zip(run.models, run.histories)]
 
 
 # -- what the heads do, and what removing them costs ----------------------------------------------

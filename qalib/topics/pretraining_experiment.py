@@ -25,7 +25,8 @@ from qalib.drawing import seed_band
 from qalib.model import MiniBert
 from qalib.parallel import map_runs
 from qalib.probes import fit_probe, probe_accuracy
-from qalib.train import TrainConfig, train
+from qalib.train import TrainConfig
+from qalib.train_batched import train_seeds
 from qalib.validate import choices, int_in, seed_list
 
 VARIANTS = {"100/0/0": (1.0, 0.0), "80/10/10": (0.8, 0.1)}  # (mask_frac, random_frac); keep = the rest
@@ -105,18 +106,19 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_layer
     lang = experiment_language()
     cfg = experiment_config(d_model, n_layers)
     start = time.perf_counter()
-    runs = [(variant, seed) for variant in variants for seed in seeds]  # independent: side by side on the CPU cores
-    train_one = partial(_train_one, lang=lang, cfg=cfg, seq_len=seq_len, n_probe=n_probe,
+    # one batched run of all seeds per rule (qalib.train_batched); the rules side by side on the CPU cores
+    train_one = partial(_train_variant, seeds=seeds, lang=lang, cfg=cfg, seq_len=seq_len, n_probe=n_probe,
                         train_cfg=TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 10),
                                               log_every=max(1, steps // 20), device=device))
-    outcomes = map_runs(train_one, runs, device)
+    per_variant = map_runs(train_one, list(variants), device)
     metrics: dict[str, dict[str, list]] = {v: {} for v in variants}
     curves: dict[str, list] = {v: [] for v in variants}
-    for (variant, _), out in zip(runs, outcomes):
-        curves[variant].append(out["loss"])
-        for k, val in out["metrics"].items():
-            metrics[variant].setdefault(k, []).append(val)
-    log_steps = outcomes[-1]["step"]
+    for variant, outs in zip(variants, per_variant):
+        for out in outs:
+            curves[variant].append(out["loss"])
+            for k, val in out["metrics"].items():
+                metrics[variant].setdefault(k, []).append(val)
+    log_steps = per_variant[-1][-1]["step"]
     return {"variants": list(variants), "seeds": list(seeds), "steps": steps,
             "metrics": {v: {k: np.array(x) for k, x in m.items()} for v, m in metrics.items()},
             "curves": {v: np.array(c) for v, c in curves.items()}, "log_steps": np.array(log_steps),
@@ -124,15 +126,15 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_layer
             "seconds": time.perf_counter() - start}
 
 
-def _train_one(run: tuple[str, int], lang: SyntheticLanguage, cfg: MiniBertConfig, seq_len: int, n_probe: int,
-               train_cfg: TrainConfig) -> dict:
-    variant, seed = run
+def _train_variant(variant: str, seeds: list[int], lang: SyntheticLanguage, cfg: MiniBertConfig, seq_len: int,
+                   n_probe: int, train_cfg: TrainConfig) -> list[dict]:
+    """Every seed of one masking rule, trained together: member i starts as torch.manual_seed(seed_i);
+    MiniBert(cfg) and reads its own data stream (the same for both rules), then probe_unmasked each."""
     mask_frac, random_frac = VARIANTS[variant]
     task = MLMTask(lang, seq_len, 0.15, mask_frac, random_frac)
-    torch.manual_seed(seed)
-    model = MiniBert(cfg)
-    hist = train(model, task, train_cfg.replace(seed=seed))
-    return {"step": hist.step, "loss": hist.loss, "metrics": probe_unmasked(model.cpu(), lang, seq_len, n=n_probe)}
+    run = train_seeds(cfg, task, seeds, train_cfg)
+    return [{"step": hist.step, "loss": hist.loss, "metrics": probe_unmasked(model.cpu(), lang, seq_len, n=n_probe)}
+            for model, hist in zip(run.models, run.histories)]
 
 
 _SHOWN = {"own_token": "MLM head: own token\n(clean input)", "masked_acc": "MLM at [MASK]",
