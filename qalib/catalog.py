@@ -171,9 +171,10 @@ CATALOG = [
     Entry("16_objectives.ipynb", "qalib.topics.objectives", "qalib.topics.objectives_experiment",
           "BERT, GPT or T5: what does the training objective buy?",
           "BERT predicts 15% of positions from both sides, GPT every next token from the left, T5 sentinel-replaced "
-          "spans (density 0.15, mean 3) with a decoder. In a one-size toy only the masked-LM encoder's frozen output let "
-          "a linear probe read the right neighbour (T5's encoder did not, a surprise); only the causal model gives "
-          "p(next | prefix) directly (KL > 20x smaller than BERT's [MASK] trick). ELECTRA learns from every token.",
+          "spans (density 0.15, mean 3) with a decoder. In a one-size toy the masked-LM encoder's frozen output lets a "
+          "linear probe read the right neighbour, which the causal model's mask forbids; only the causal model gives "
+          "p(next | prefix) directly (KL > 8x smaller than BERT's [MASK] trick). The toy T5 did not learn to use its "
+          "encoder at its budget, so it shows nothing about T5. ELECTRA learns from every token.",
           "objective, masking or noise rate, T5's mean span and the length of one corrupted sequence; training signals "
           "and FLOPs per sequence",
           formula=r"$\mathcal{L}_{MLM}=-\sum_{t\in M}\log p(x_t\mid\tilde x)$, $\mathcal{L}_{LM}=-\sum_t\log p(x_t\mid x_{<t})$",
