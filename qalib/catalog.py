@@ -133,16 +133,18 @@ CATALOG = [
           "text) and generates one token per step. On a language with a known truth, greedy and beam gave fewer "
           "impossible tokens than sampling but token frequencies further from the truth's. The KV cache (2 x layers x "
           "kv_heads x d_head x T x bytes; 0.5 MiB per token for Llama 2 7B in fp16) makes each step O(T) instead of "
-          "O(T^2) score entries; MQA/GQA divide it by heads/kv_heads, at no measurable loss on the toy.",
+          "O(T^2) score entries; MQA/GQA divide it by heads/kv_heads, at a quality cost the short CPU run is too noisy "
+          "to measure (the GPU budget shows MQA's).",
           "temperature, top-k and top-p on a real next-token distribution beside the truth; the causal mask on or off",
           formula=r"$p(x)=\prod_t p(x_t\mid x_{<t})$; cache bytes $=2\,L\,h_{kv}\,d_{head}\,T\,B\,b$",
           number="Llama 2 7B in fp16: 2 x 32 x 32 x 128 x 2 bytes = 0.5 MiB per token, 2 GiB per 4k-token sequence"),
     Entry("13_attention_vs_recurrence.ipynb", "qalib.topics.recurrence", "qalib.topics.recurrence_experiment",
           "Why did attention replace recurrence?",
           "Path length: an RNN's gradient to the token d steps back is a product of d Jacobians (at init a GRU's shrinks "
-          "~0.6x per step, attention's is flat in d), and in a toy a GRU fails a recall task at d = 64 that one attention "
-          "layer solves. Sequential steps: O(n) dependent products against O(1), so training parallelises over positions; "
-          "generation stays one pass per token. Cost: O(n^2 d) against O(n d^2), so attention is not cheaper once n > d.",
+          "~0.6x per step, attention's is flat in d); in a 100-step toy a GRU at PyTorch's default gates fails a recall "
+          "task at d = 64 that a tuned attention layer solves. Sequential steps: O(n) dependent products against O(1), "
+          "so training parallelises over positions; generation stays one pass per token. Cost: Table 1's O(n^2 d) "
+          "against O(n d^2) drops attention's own O(n d^2) projections; counted whole, attention costs more at every n.",
           "temperature and query of a soft dictionary lookup; n and d of Table 1's cost",
           formula=r"$\partial h_t/\partial h_{t-d}=\prod_{i=0}^{d-1}\partial h_{t-i}/\partial h_{t-i-1}$; per layer $O(n^2 d)$ vs $O(n d^2)$",
           number="path length O(1) vs O(n), sequential operations O(1) vs O(n) (Vaswani et al. 2017, Table 1)"),
@@ -162,7 +164,8 @@ CATALOG = [
           "Tokenization: why subwords, and what does the vocabulary size trade?",
           "A word-level vocabulary still leaves > 1% of held-out words [UNK] with every training word kept; "
           "WordPiece, BPE and unigram stay under 0.02% at every size (only unseen characters remain), byte-level BPE "
-          "has none. The size trades tokens per word (attention ~ n^2) against the V x d table. HF's WordPiece and BPE "
+          "has none. The size trades tokens per word (compute per word, mostly linear; only the scores go as n^2) "
+          "against the V x d table. HF's WordPiece and BPE "
           "trainers pick the same pieces; their encoders differ.",
           "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size; "
           "the vocabulary size, width and tying, against the table's share and the tokens per word",
