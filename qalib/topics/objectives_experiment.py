@@ -121,7 +121,7 @@ def _held_out(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     return ids, (src, tgt, noise), where, g
 
 
-def task_floors(n: int = 20_000, seed: int = FLOOR_SEED) -> dict:
+def task_floors(n: int = 8_000, seed: int = FLOOR_SEED) -> dict:
     """The lowest held-out loss each objective's own task allows, from the language's successor table. The language
     is a Markov chain with 4 equally likely successors per token, so a token given its left neighbour has entropy
     ln 4, and given both neighbours it is uniform over the paths between them: -log p = log(number of paths).
@@ -150,7 +150,7 @@ def task_floors(n: int = 20_000, seed: int = FLOOR_SEED) -> dict:
 
 
 @torch.no_grad()
-def held_out_loss(model, objective: str, n: int = 1024, seed: int = FLOOR_SEED + 1) -> float:
+def held_out_loss(model, objective: str, n: int = 512, seed: int = FLOOR_SEED + 1) -> float:
     """A trained model's cross-entropy on its own task, on fresh text, comparable with task_floors: causal, every
     next token; mlm, one [MASK] at an interior position per sequence (the rest intact); span, every decoder token."""
     choice("objective", objective, OBJECTIVES)
