@@ -133,16 +133,18 @@ CATALOG = [
           "text) and generates one token per step. On a language with a known truth, greedy and beam gave fewer "
           "impossible tokens than sampling but token frequencies further from the truth's. The KV cache (2 x layers x "
           "kv_heads x d_head x T x bytes; 0.5 MiB per token for Llama 2 7B in fp16) makes each step O(T) instead of "
-          "O(T^2) score entries; MQA/GQA divide it by heads/kv_heads, at no measurable loss on the toy.",
+          "O(T^2) score entries; MQA/GQA divide it by heads/kv_heads, at a quality cost the short CPU run is too noisy "
+          "to measure (the GPU budget shows MQA's).",
           "temperature, top-k and top-p on a real next-token distribution beside the truth; the causal mask on or off",
           formula=r"$p(x)=\prod_t p(x_t\mid x_{<t})$; cache bytes $=2\,L\,h_{kv}\,d_{head}\,T\,B\,b$",
           number="Llama 2 7B in fp16: 2 x 32 x 32 x 128 x 2 bytes = 0.5 MiB per token, 2 GiB per 4k-token sequence"),
     Entry("13_attention_vs_recurrence.ipynb", "qalib.topics.recurrence", "qalib.topics.recurrence_experiment",
           "Why did attention replace recurrence?",
           "Path length: an RNN's gradient to the token d steps back is a product of d Jacobians (at init a GRU's shrinks "
-          "~0.6x per step, attention's is flat in d), and in a toy a GRU fails a recall task at d = 64 that one attention "
-          "layer solves. Sequential steps: O(n) dependent products against O(1), so training parallelises over positions; "
-          "generation stays one pass per token. Cost: O(n^2 d) against O(n d^2), so attention is not cheaper once n > d.",
+          "~0.6x per step, attention's is flat in d); in a 100-step toy a GRU at PyTorch's default gates fails a recall "
+          "task at d = 64 that a tuned attention layer solves. Sequential steps: O(n) dependent products against O(1), "
+          "so training parallelises over positions; generation stays one pass per token. Cost: Table 1's O(n^2 d) "
+          "against O(n d^2) drops attention's own O(n d^2) projections; counted whole, attention costs more at every n.",
           "temperature and query of a soft dictionary lookup; n and d of Table 1's cost",
           formula=r"$\partial h_t/\partial h_{t-d}=\prod_{i=0}^{d-1}\partial h_{t-i}/\partial h_{t-i-1}$; per layer $O(n^2 d)$ vs $O(n d^2)$",
           number="path length O(1) vs O(n), sequential operations O(1) vs O(n) (Vaswani et al. 2017, Table 1)"),
@@ -150,10 +152,10 @@ CATALOG = [
           "Encoder-decoder: where do cross-attention's K and V come from, and what does it look at?",
           "Q comes from the decoder, K and V from the encoder's final output (the memory), which every decoder layer "
           "reads through its own W_K, W_V and which is projected once and cached while decoding (Vaswani sec. 3.1, "
-          "3.2.3). In a toy encoder-decoder trained to reverse its input, a cross-attention head puts > 90% of its "
+          "3.2.3). In a toy encoder-decoder trained to reverse its input, a cross-attention head puts > 85% of its "
           "mass on the aligned source position in every seed; another sentence's memory makes it write that "
-          "sentence's reversal, a zeroed one drops it to chance. Label smoothing worsens the held-out NLL at equal "
-          "accuracy (Vaswani Table 3 D: perplexity 4.67 -> 4.92); tying saves the V x d output matrix.",
+          "sentence's reversal. Label smoothing keeps the accuracy and, by its objective, worsens the held-out NLL "
+          "(Vaswani Table 3 D: perplexity 4.67 -> 4.92); tying saves the V x d output matrix.",
           "decoder layer, head and sentence of a trained model; source/target lengths and source padding of the "
           "three masks; label smoothing's eps and vocabulary size",
           formula=r"$K_\ell = M\,W^K_\ell,\ V_\ell = M\,W^V_\ell$ with $M=\mathrm{Encoder}(x)$ for every decoder layer $\ell$",
@@ -162,7 +164,8 @@ CATALOG = [
           "Tokenization: why subwords, and what does the vocabulary size trade?",
           "A word-level vocabulary still leaves > 1% of held-out words [UNK] with every training word kept; "
           "WordPiece, BPE and unigram stay under 0.02% at every size (only unseen characters remain), byte-level BPE "
-          "has none. The size trades tokens per word (attention ~ n^2) against the V x d table. HF's WordPiece and BPE "
+          "has none. The size trades tokens per word (compute per word, mostly linear; only the scores go as n^2) "
+          "against the V x d table. HF's WordPiece and BPE "
           "trainers pick the same pieces; their encoders differ.",
           "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size; "
           "the vocabulary size, width and tying, against the table's share and the tokens per word",
@@ -171,9 +174,10 @@ CATALOG = [
     Entry("16_objectives.ipynb", "qalib.topics.objectives", "qalib.topics.objectives_experiment",
           "BERT, GPT or T5: what does the training objective buy?",
           "BERT predicts 15% of positions from both sides, GPT every next token from the left, T5 sentinel-replaced "
-          "spans (density 0.15, mean 3) with a decoder. In a one-size toy only the masked-LM encoder's frozen output let "
-          "a linear probe read the right neighbour (T5's encoder did not, a surprise); only the causal model gives "
-          "p(next | prefix) directly (KL > 20x smaller than BERT's [MASK] trick). ELECTRA learns from every token.",
+          "spans (density 0.15, mean 3) with a decoder. In a one-size toy the masked-LM encoder's frozen output lets a "
+          "linear probe read the right neighbour, which the causal model's mask forbids; only the causal model gives "
+          "p(next | prefix) directly (KL > 8x smaller than BERT's [MASK] trick). The toy T5 did not learn to use its "
+          "encoder at its budget, so it shows nothing about T5. ELECTRA learns from every token.",
           "objective, masking or noise rate, T5's mean span and the length of one corrupted sequence; training signals "
           "and FLOPs per sequence",
           formula=r"$\mathcal{L}_{MLM}=-\sum_{t\in M}\log p(x_t\mid\tilde x)$, $\mathcal{L}_{LM}=-\sum_t\log p(x_t\mid x_{<t})$",

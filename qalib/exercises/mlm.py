@@ -81,7 +81,8 @@ def problems(ids: torch.Tensor, out, kwargs: dict, vocab_size: int, again) -> li
             found.append(("a random replacement is a special token or lies outside the vocabulary",
                           "Which tokens may a random replacement be?",
                           f"Draw random replacements from the content tokens only: torch.randint({N_SPECIAL}, vocab_size, "
-                          "...), never [CLS], [SEP], [PAD] or [MASK]."))
+                          "...), never [CLS], [SEP], [PAD] or [MASK] (this exercise's contract, qalib's convention; BERT's "
+                          "create_pretraining_data.py draws from its whole vocabulary)."))
     second = again()
     if isinstance(second, tuple) and not all(torch.equal(a, b) for a, b in zip(out, second)):
         found.append(("two calls with generators of the same seed gave different masks",

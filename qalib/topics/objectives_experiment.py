@@ -3,6 +3,8 @@ several seeds; then what each frozen network's output holds (linear probes) and 
 token, against the language's true distribution.
 
     exp = run_experiment(seeds=(0, 1, 2), steps=400)     # ObjectivesResult: models, probes at checkpoints, FLOPs
+    task_floors()                                        # the lowest held-out loss each objective's task allows
+    held_out_loss(model, "span")                         # a trained model's loss on its own task, fresh text
     next_token_kl(model, "mlm", lang, text)              # KL(truth || model) of p(next | prefix), the [MASK] trick
     generate_text(model, "mlm", prompt, 32, seed=0)      # left-to-right sampling, the same trick each step
 """
@@ -16,18 +18,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.data import IGNORE, MASK, UNK
+from qalib.data import IGNORE, MASK, N_SPECIAL, UNK
 from qalib.device import get_device, one_thread
 from qalib.generate import generate
 from qalib.parallel import map_runs
 from qalib.probes import fit_probe, probe_accuracy
 from qalib.topics.decoding import kl, true_next_probs
 from qalib.topics.objectives import (DECODER_START, EOS, LANG_VOCAB, OBJECTIVES, SEQ_LEN, build_model, logits_of,
-                                     model_config, n_params, objective_batch, objectives_language, sentinel, step_flops)
+                                     model_config, n_params, objective_batch, objectives_language, sentinel, span_corrupt,
+                                     step_flops)
 from qalib.validate import choice, int_in, seed_list
 
 PROBE_LEN = SEQ_LEN - 3  # probed text (+ EOS for T5's encoder = its training input length, SEQ_LEN - 2)
 PROBE_SEED = 4242   # the probes' text, the same for every model
+FLOOR_SEED = 5151   # the held-out text of task_floors and held_out_loss
 BATCH = 64
 LR = 1e-2
 
@@ -105,6 +109,65 @@ def train_one(run: tuple[str, int], steps: int, d_model: int, n_probe: int, chec
         losses.append(float(loss.detach()))
     return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": losses,
             "probe_steps": at, "probes": probes}
+
+
+# -- did each model learn its own task? -------------------------------------------------------
+def _held_out(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """n held-out sequences, their span corruption, and one interior position per sequence (the masked LM's test)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = objectives_language().sample(n, SEQ_LEN, g)
+    src, tgt, noise = span_corrupt(ids, g)
+    where = torch.randint(1, SEQ_LEN - 1, (n,), generator=g)
+    return ids, (src, tgt, noise), where, g
+
+
+def task_floors(n: int = 8_000, seed: int = FLOOR_SEED) -> dict:
+    """The lowest held-out loss each objective's own task allows, from the language's successor table. The language
+    is a Markov chain with 4 equally likely successors per token, so a token given its left neighbour has entropy
+    ln 4, and given both neighbours it is uniform over the paths between them: -log p = log(number of paths).
+    -> {"causal": {"left context": ln 4},
+        "mlm": one [MASK] at an interior position: {"left neighbour only": ln 4, "both neighbours": E log A^2[l, r]},
+        "span": nats per decoder token (sentinel, 3 span tokens, sentinel, EOS: only the span tokens are uncertain):
+                {"ignores the encoder": (H(first span token) + 2 ln 4) / 6, "left neighbour": 3 ln 4 / 6,
+                 "both neighbours": E log A^4[l, r] / 6}}."""
+    lang = objectives_language()
+    k = lang.n_content
+    a = torch.zeros(k, k, dtype=torch.float64)
+    a.scatter_(1, lang.successors, 1.0)                     # a[i, j] = 1 if j may follow i
+    ids, (_, tgt, noise), where, _ = _held_out(n, seed)
+    x, rows = ids - N_SPECIAL, torch.arange(n)
+    start = noise.int().argmax(1)                           # the one span's first position (3 tokens)
+    first = torch.bincount(x[rows, start], minlength=k).double() / n
+    h_first = float(-(first[first > 0] * first[first > 0].log()).sum())
+    ln4 = float(np.log(lang.branching))
+    n_dec = tgt.shape[1]
+    return {"causal": {"left context": ln4},
+            "mlm": {"left neighbour only": ln4,
+                    "both neighbours": float((a @ a)[x[rows, where - 1], x[rows, where + 1]].log().mean())},
+            "span": {"ignores the encoder": (h_first + 2 * ln4) / n_dec, "left neighbour": 3 * ln4 / n_dec,
+                     "both neighbours": float(torch.linalg.matrix_power(a, 4)[x[rows, start - 1], x[rows, start + 3]]
+                                              .log().mean()) / n_dec}}
+
+
+@torch.no_grad()
+def held_out_loss(model, objective: str, n: int = 512, seed: int = FLOOR_SEED + 1) -> float:
+    """A trained model's cross-entropy on its own task, on fresh text, comparable with task_floors: causal, every
+    next token; mlm, one [MASK] at an interior position per sequence (the rest intact); span, every decoder token."""
+    choice("objective", objective, OBJECTIVES)
+    dev = next(model.parameters()).device
+    ids, (src, tgt, _), where, _ = _held_out(n, seed)
+    rows = torch.arange(n)
+    if objective == "mlm":
+        inputs = ids.clone()
+        inputs[rows, where] = MASK
+        hidden = model.decoder(model.embeddings(inputs.to(dev)))[0][rows, where.to(dev)]
+        return float(F.cross_entropy(model.logits(hidden).float(), ids[rows, where].to(dev)))
+    if objective == "causal":
+        batch = {"inputs": ids[:, :-1], "labels": ids[:, 1:]}
+    else:
+        start = torch.full((n, 1), DECODER_START)
+        batch = {"inputs": src, "decoder_in": torch.cat([start, tgt[:, :-1]], dim=1), "labels": tgt}
+    return float(loss_of(model, objective, {k: v.to(dev) for k, v in batch.items()}))
 
 
 @dataclass

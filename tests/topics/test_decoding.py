@@ -125,3 +125,16 @@ def test_attention_view_is_zero_above_the_diagonal_with_the_mask():
 def test_future_attention_is_zero_under_the_mask():
     model = DecoderLM(dc.decoder_config()).eval()
     assert dc.future_attention(model, torch.full((2, 6), 5)).max() == 0.0
+
+
+def test_truth_greedy_follows_the_argmax_and_paired_interval_brackets_the_mean():
+    from qalib.topics.decoding import decoding_language, paired_interval, true_logprobs, truth_greedy
+    lang = decoding_language()
+    prompt = lang.sample(8, 8, torch.Generator().manual_seed(0))
+    ids = truth_greedy(lang, prompt, 6)
+    assert ids.shape == (8, 14) and torch.equal(ids[:, :8], prompt)
+    assert torch.isfinite(true_logprobs(lang, ids, 8)).all()   # the argmax is always a possible token
+    r = paired_interval([1.0, 2.0, 3.0], [0.5, 1.0, 2.5])
+    assert r["low"] < r["mean"] < r["high"] and abs(r["mean"] - 2 / 3) < 1e-12
+    with pytest.raises(ValueError):
+        paired_interval([1.0], [0.0])

@@ -186,3 +186,17 @@ def test_probe_reads_a_planted_neighbour():
     x, y = ids(64, 12, 1), ids(64, 12, 2)
     assert oe.probe_scores(Fake(), "mlm", x, y)["next"] == 1.0
     assert N_SPECIAL == 5
+
+
+def test_task_floors_are_ordered_and_an_untrained_model_sits_above_them():
+    import math
+
+    f = oe.task_floors(n=4000)
+    assert f["causal"]["left context"] == pytest.approx(math.log(4))
+    assert 0 < f["mlm"]["both neighbours"] < f["mlm"]["left neighbour only"] == pytest.approx(math.log(4))
+    span = f["span"]
+    assert 0 < span["both neighbours"] < span["left neighbour"] < span["ignores the encoder"] < math.log(27) / 2
+    torch.manual_seed(0)
+    for o in ob.OBJECTIVES:
+        untrained = oe.held_out_loss(ob.build_model(o, ob.model_config()).eval(), o, n=64)
+        assert untrained > max(f[o].values()) + 0.5, o
