@@ -18,6 +18,7 @@ Model core (torch, no plotting):
     train_batched -- train_seeds: one model per seed, all trained as one batched computation (torch.func)
     presets      -- small settings that train in seconds on 2 CPU cores
     fits         -- power laws fitted to measured curves (the exponent of time against length)
+    stats        -- statistics over seeds: the paired 95% interval a 'no difference' statement needs
     probes       -- linear probes: can a linear map read a property out of vectors?
     parallel     -- independent runs (seeds, variants) on every CPU core at once
 Notebook support:

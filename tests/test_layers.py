@@ -10,7 +10,7 @@ import pytest
 QALIB = Path(__file__).resolve().parent.parent / "qalib"
 CORE = ["config", "validate", "attention", "positions", "norms", "model", "decoder", "kv_cache", "generate", "gpt2",
         "pretrained", "data", "train", "train_batched", "presets",
-        "probes", "parallel", "device", "seeding", "claims", "progress", "fits"]
+        "probes", "parallel", "device", "seeding", "claims", "progress", "fits", "stats"]
 ABOVE_CORE = ("qalib.drawing", "qalib.widgets", "qalib.topics", "qalib.tools", "qalib.catalog", "qalib.testing",
               "qalib.style", "qalib.quiz", "qalib.interview")
 ALLOWED = {name: ABOVE_CORE for name in CORE} | {"drawing": ("qalib",)}

@@ -9,7 +9,6 @@ demos. The training runs live in decoding_experiment.py.
     true_logprobs(lang, ids, start=8)               # log p_truth of every token from `start` on (-inf: impossible)
     distinct_n(ids, 4), unigram_kl(ids, ref, 32)    # repetition and token-frequency distance of generated text
     truth_greedy(lang, prompt, 16)                  # the truth's own argmax continuation: what "greedy" could reach
-    paired_interval(a, b)                           # mean paired difference over seeds and its 95% t-interval
     attention_entries(model, prompt, new, cache)    # score entries the model actually computed, per new token
     cache_bytes_formula(cfg, t, batch, 2)           # 2 x layers x kv_heads x d_head x T x batch x bytes
     sampling_view(logits, truth, temperature=0.7)   # what temperature, top-k and top-p do to one distribution
@@ -118,22 +117,6 @@ def truth_greedy(lang: SyntheticLanguage, prompt: torch.Tensor, new_tokens: int)
     for _ in range(int(new_tokens)):
         ids = torch.cat([ids, true_next_probs(lang, ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
     return ids
-
-
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def paired_interval(a, b) -> dict:
-    """Mean of the paired differences a - b (one pair per seed) and its two-sided 95% Student-t interval (needs at
-    least 2 pairs; beyond 31, the normal 1.96). -> {"diffs", "mean", "low", "high", "half_width"}."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    if d.ndim != 1 or len(d) < 2:
-        raise ValueError(f"paired_interval needs two equal-length 1-d arrays of >= 2 values, got {d.shape}")
-    t = _T975[len(d) - 2] if len(d) - 1 <= len(_T975) else 1.96
-    half = t * float(d.std(ddof=1)) / math.sqrt(len(d))
-    return {"diffs": d, "mean": float(d.mean()), "low": float(d.mean()) - half, "high": float(d.mean()) + half,
-            "half_width": half}
 
 
 def kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -128,7 +128,8 @@ def test_future_attention_is_zero_under_the_mask():
 
 
 def test_truth_greedy_follows_the_argmax_and_paired_interval_brackets_the_mean():
-    from qalib.topics.decoding import decoding_language, paired_interval, true_logprobs, truth_greedy
+    from qalib.stats import paired_interval
+    from qalib.topics.decoding import decoding_language, true_logprobs, truth_greedy
     lang = decoding_language()
     prompt = lang.sample(8, 8, torch.Generator().manual_seed(0))
     ids = truth_greedy(lang, prompt, 6)
