@@ -1,12 +1,11 @@
 import pytest
 import torch
-import torch.nn.functional as F
 
-from qalib.data import IGNORE, MLMTask, ProbeTask
-from qalib.device import one_thread
+from qalib.data import MLMTask, ProbeTask
 from qalib.model import MiniBert
 from qalib.presets import TINY, TINY_TRAIN, tiny_language
 from qalib.train import TrainConfig, evaluate, train
+from qalib.tools.bench_train import plain_training_loop
 
 
 def test_same_seed_same_loss_curve():
@@ -40,32 +39,6 @@ def test_train_config_validates():
         TrainConfig(lr=5.0)
 
 
-def _reference_losses(model, task, cfg):
-    """train's arithmetic, written out plainly: the checked forward, the loss, AdamW foreach, clipping, warm-up."""
-    model.train()
-    torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, foreach=True)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup))
-    losses = []
-    with one_thread():  # as train runs (TrainConfig.threads = 1): another thread count sums in another order
-        for _ in range(cfg.steps):
-            batch = task.batch(cfg.batch_size, gen)
-            hidden = model(**batch.model_inputs()).last_hidden_state
-            keep = batch.labels != IGNORE
-            loss = F.cross_entropy(model.mlm_logits(hidden[keep]), batch.labels[keep])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()))
-    return losses
-
-
 def test_train_computes_exactly_the_plain_loop():
     """The lean step (inputs checked on the host, the unchecked forward, losses read only at log steps) changes
     no number: the loss curve is bit for bit the plain loop's."""
@@ -74,7 +47,8 @@ def test_train_computes_exactly_the_plain_loop():
     torch.manual_seed(0)
     hist = train(MiniBert(TINY.replace(n_layers=1, d_model=32, d_ff=64)), task, cfg)
     torch.manual_seed(0)
-    assert hist.loss == _reference_losses(MiniBert(TINY.replace(n_layers=1, d_model=32, d_ff=64)), task, cfg)
+    reference = plain_training_loop(MiniBert(TINY.replace(n_layers=1, d_model=32, d_ff=64)), task, cfg)
+    assert hist.loss == [float(loss) for loss in reference]
 
 
 def test_non_finite_loss_names_its_step_even_between_log_steps():

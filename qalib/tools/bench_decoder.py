@@ -20,7 +20,7 @@ from qalib.decoder import DecoderLM
 from qalib.device import one_thread
 from qalib.generate import generate
 from qalib.gpt2 import to_gpt2
-from qalib.tools.bench_model import _time_interleaved
+from qalib.tools.bench_model import time_interleaved
 
 # GPT-2's layout at a size that generates 1024 tokens in seconds on 2 cores (GPT-2 small: 12 x 768, vocab 50257)
 CFG = DecoderConfig(vocab_size=2048, d_model=128, n_layers=4, n_heads=4, d_ff=512, max_len=1024)
@@ -46,7 +46,7 @@ def bench_cache_speedup(model: DecoderLM, repeats: int) -> dict[int, float]:
         prompt = _prompt(1, t - NEW)
         runs = {"cached": lambda: generate(model, prompt, NEW), "uncached": lambda: generate(model, prompt, NEW, use_cache=False)}
         assert torch.equal(runs["cached"](), runs["uncached"]()), "the cache must not change the tokens"
-        times = _time_interleaved(runs, repeats)
+        times = time_interleaved(runs, repeats)
         speedups[t] = times["uncached"] / times["cached"]
         flag = "ok " if t < LENGTHS[-1] or speedups[t] >= 5 else "SLOW"
         print(f"  {flag} T = {t:4d} ({t - NEW} + {NEW}): cached {times['cached'] * 1e3 / NEW:6.2f} ms/token, uncached "
@@ -67,7 +67,7 @@ def bench_against_hf(model: DecoderLM, repeats: int) -> dict[int, float]:
         runs = {"ours": lambda: generate(model, prompt, HF_NEW),
                 "HF": lambda: hf.generate(prompt, max_new_tokens=HF_NEW, do_sample=False, use_cache=True)}
         assert torch.equal(runs["ours"](), runs["HF"]()), "ours and HF must generate the same tokens"
-        times = _time_interleaved(runs, repeats)
+        times = time_interleaved(runs, repeats)
         ratios[batch] = times["HF"] / times["ours"]
         print(f"  {'ok ' if ratios[batch] >= 1.0 else 'SLOW'} batch {batch}: ours {times['ours'] * 1e3 / HF_NEW:5.2f} "
               f"ms/token, HF {times['HF'] * 1e3 / HF_NEW:5.2f} ms/token, ratio {ratios[batch]:4.2f}x (same tokens)")

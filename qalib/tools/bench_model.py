@@ -50,11 +50,13 @@ def _hf_model(cfg: MiniBertConfig, ours: MiniBert):
     return model
 
 
-def _time_interleaved(fns: dict, repeats: int) -> dict[str, float]:
+def time_interleaved(fns: dict, repeats: int, warmup: int = 2) -> dict[str, float]:
     """Median seconds per call of each function, measured in turns (a, b, c, a, b, c, ...) so that a change in
-    the machine's load during the benchmark affects every contender alike."""
+    the machine's load during the benchmark affects every contender alike, after `warmup` calls of each
+    (allocator, autograd graph, optimizer state)."""
     for fn in fns.values():
-        fn(), fn()  # warm-up: allocator, autograd graph, optimizer state
+        for _ in range(warmup):
+            fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
@@ -93,7 +95,7 @@ def bench_model(repeats: int = 8) -> dict[str, float]:
     with torch.no_grad():
         reference = float(hf_loss())
         diffs = {name: abs(float(fn()) - reference) for name, fn in losses.items()}
-        inference = _time_interleaved(losses, repeats)
+        inference = time_interleaved(losses, repeats)
     opt_o = torch.optim.AdamW(ours.parameters(), lr=1e-4)
     opt_h = torch.optim.AdamW(hf.parameters(), lr=1e-4)
     ours.train(), hf.train()
@@ -105,7 +107,7 @@ def bench_model(repeats: int = 8) -> dict[str, float]:
             opt.step()
         return run
 
-    training = _time_interleaved({name: step(fn, opt_h if name == "HF" else opt_o) for name, fn in losses.items()},
+    training = time_interleaved({name: step(fn, opt_h if name == "HF" else opt_o) for name, fn in losses.items()},
                                  repeats)
     peak = matmul_gflops()
     flops = train_flops_per_token(CFG, SEQ)

@@ -28,6 +28,7 @@ from qalib.data import IGNORE, ProbeTask
 from qalib.model import MiniBert
 from qalib.train import TrainConfig, train
 from qalib.train_batched import train_seeds
+from qalib.tools.bench_model import time_interleaved
 
 SEEDS = list(range(12))
 WIDTHS = (32, 64, 128)
@@ -55,21 +56,24 @@ def _one_model(cfg: MiniBertConfig, tc: TrainConfig) -> None:
     train(MiniBert(cfg), TASK, tc)
 
 
-def _bare_loop(cfg: MiniBertConfig, tc: TrainConfig) -> None:
-    """What qalib.train computes, and nothing else: no history, no checks beyond the module's own forward."""
-    torch.manual_seed(0)
-    model = MiniBert(cfg).train()
+def plain_training_loop(model: MiniBert, task, tc: TrainConfig) -> list[torch.Tensor]:
+    """What qalib.train computes for a token task, written as a plain PyTorch loop and nothing else (no history, no
+    checks beyond the module's own forward): the benchmark's bare loop, and the reference tests/test_train.py holds
+    train to bit for bit. -> the loss of every step, detached (read them after the loop: no host sync per step)."""
+    model.train()
+    torch.manual_seed(tc.seed)  # as train: dropout masks
     data_gen = torch.Generator().manual_seed(tc.seed)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=tc.lr, foreach=True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / tc.warmup))
+    losses = []
     previous = torch.get_num_threads()
-    torch.set_num_threads(tc.threads)  # as train does
+    torch.set_num_threads(tc.threads)  # as train does: another thread count sums in another order
     try:
         for _ in range(tc.steps):
-            batch = TASK.batch(tc.batch_size, data_gen)
+            batch = task.batch(tc.batch_size, data_gen)
             hidden = model(**batch.model_inputs()).last_hidden_state
             keep = batch.labels != IGNORE
             loss = F.cross_entropy(model.mlm_logits(hidden[keep]), batch.labels[keep])
@@ -78,8 +82,15 @@ def _bare_loop(cfg: MiniBertConfig, tc: TrainConfig) -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
             opt.step()
             sched.step()
+            losses.append(loss.detach())
     finally:
         torch.set_num_threads(previous)
+    return losses
+
+
+def _bare_loop(cfg: MiniBertConfig, tc: TrainConfig) -> None:
+    torch.manual_seed(0)
+    plain_training_loop(MiniBert(cfg), TASK, tc)
 
 
 def _data_only(tc: TrainConfig) -> None:
@@ -87,19 +98,6 @@ def _data_only(tc: TrainConfig) -> None:
         gen = torch.Generator().manual_seed(seed)
         for _ in range(tc.steps):
             TASK.batch(tc.batch_size, gen)
-
-
-def _time_in_turns(fns: dict, repeats: int) -> dict[str, float]:
-    """Median seconds per call of each function, called in turns after one warm-up call each."""
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
@@ -111,11 +109,11 @@ def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
     results: dict[str, float] = {}
     for d in WIDTHS:
         cfg = config(d)
-        seeds = _time_in_turns({"sequential": lambda: _sequential(cfg, tc), "batched": lambda: _batched(cfg, tc),
-                                "data": lambda: _data_only(tc)}, repeats)
+        seeds = time_interleaved({"sequential": lambda: _sequential(cfg, tc), "batched": lambda: _batched(cfg, tc),
+                                "data": lambda: _data_only(tc)}, repeats, warmup=1)
         # batch 1 is the step's fixed cost (Python, dispatch, the optimizer's loop), what batching the seeds can save
-        solo = _time_in_turns({"train": lambda: _one_model(cfg, tc), "bare": lambda: _bare_loop(cfg, tc),
-                               "batch 1": lambda: _one_model(cfg, tc.replace(batch_size=1))}, max(repeats, 5))
+        solo = time_interleaved({"train": lambda: _one_model(cfg, tc), "bare": lambda: _bare_loop(cfg, tc),
+                               "batch 1": lambda: _one_model(cfg, tc.replace(batch_size=1))}, max(repeats, 5), warmup=1)
         per = {k: v / (s * steps) * 1e3 for k, v in seeds.items()}   # ms per model-step
         one = {k: v / steps * 1e3 for k, v in solo.items()}          # ms per step
         speedup, overhead = per["sequential"] / per["batched"], one["train"] / one["bare"]
