@@ -74,11 +74,16 @@ class SyntheticLanguage:
         return x + N_SPECIAL
 
 
+# How far above 1 mask_frac + random_frac may add up in floats and still mean "every chosen position is changed":
+# 0.8 + 0.2 may be 1.0000000000000002. A sum within it draws [MASK] or random for every chosen position.
+RATE_SUM_TOLERANCE = 1e-9
+
+
 def masking_rates(mlm_prob: float, mask_frac: float, random_frac: float) -> tuple[float, float, float]:
     """BERT's three masking rates as floats, checked: each a probability, and a chosen position cannot be both
     [MASK] and random, so mask_frac + random_frac <= 1 (the rest stays unchanged)."""
     p, m, r = probability("mlm_prob", mlm_prob), probability("mask_frac", mask_frac), probability("random_frac", random_frac)
-    if m + r > 1 + 1e-9:  # 0.8 + 0.2 may add up to 1.0000000000000002
+    if m + r > 1 + RATE_SUM_TOLERANCE:
         raise ValueError(f"mask_frac + random_frac must be <= 1 (the rest stays unchanged), got {m:g} + {r:g}")
     return p, m, r
 

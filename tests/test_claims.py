@@ -2,6 +2,7 @@
 record-and-keep-going mode (QALIB_CLAIMS_LOG, QALIB_CLAIMS_KEEP_GOING) changes nothing unless it is switched on."""
 
 import json
+import types
 
 import nbformat
 import numpy as np
@@ -63,7 +64,15 @@ def test_without_the_variables_nothing_changes(capsys, tmp_path, monkeypatch):
     assert capsys.readouterr().out == "" and list(tmp_path.iterdir()) == []
 
 
-def test_the_log_has_one_line_per_check_and_identity(claim_log, capsys):
+@pytest.fixture
+def no_shell(monkeypatch):
+    """Outside IPython, whatever an earlier test left behind: an ipywidgets Output widget in another test creates
+    IPython's InteractiveShell singleton in this process (pytest-xdist decides which tests share it)."""
+    IPython = pytest.importorskip("IPython")
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+
+
+def test_the_log_has_one_line_per_check_and_identity(claim_log, capsys, no_shell):
     check("accuracy above 0.95", True, torch.tensor([0.97, 0.99]), margin=torch.tensor(0.02))
     identity("a + b = b + a", True, 5)
     quote("a figure", "a paper, Table 1")  # nothing is checked, so nothing is logged
@@ -73,6 +82,17 @@ def test_the_log_has_one_line_per_check_and_identity(claim_log, capsys):
                      "margin": pytest.approx(0.02), "cell": None, "order": 0}
     assert (second["kind"], second["measured"], second["margin"], second["order"]) == ("identity", 5, None, 1)
     assert capsys.readouterr().out.count("\n") == 3  # the printed lines are the ones without a log
+
+
+def test_in_a_kernel_the_log_names_the_running_cell_and_counts_per_cell(claim_log, monkeypatch):
+    IPython = pytest.importorskip("IPython")
+    shell = types.SimpleNamespace(execution_count=4)  # In [4]: the 4th cell run, cell index 3
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    check("first", True, 1.0)
+    check("second", True, 1.0)
+    shell.execution_count = 5
+    check("next cell", True, 1.0)
+    assert [(r["cell"], r["order"]) for r in claim_log()] == [(3, 0), (3, 1), (4, 0)]
 
 
 def test_logging_alone_still_stops_at_a_failed_claim(claim_log):
