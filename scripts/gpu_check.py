@@ -16,11 +16,11 @@ import time
 
 import torch
 
-from qalib.data import MLMTask
-from qalib.model import MiniBert
-from qalib.presets import TINY, tiny_language
-from qalib.pretrained import minilm
-from qalib.train import TrainConfig, evaluate, train
+from qalib.lab.data import MLMTask
+from qalib.nn.model import MiniBert
+from qalib.lab.presets import TINY, tiny_language
+from qalib.nn.pretrained import minilm
+from qalib.lab.train import TrainConfig, evaluate, train
 
 
 def main() -> int:

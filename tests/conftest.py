@@ -107,8 +107,8 @@ def _loopback_only_connect(self, address):
 
 @pytest.fixture(scope="session")
 def minilm():
-    """(model, tokenizer) of the pretrained checkpoint: qalib.pretrained.minilm(), shared and not to be changed."""
-    from qalib.pretrained import minilm
+    """(model, tokenizer) of the pretrained checkpoint: qalib.nn.pretrained.minilm(), shared and not to be changed."""
+    from qalib.nn.pretrained import minilm
 
     return minilm()
 

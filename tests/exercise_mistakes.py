@@ -1,5 +1,5 @@
 """Typical wrong answers to the exercises, written as a student would write them (not taken from
-qalib.exercises.diagnose), each with words its second hint must contain. tests/test_exercises.py checks that every
+qalib.practice.exercises.diagnose), each with words its second hint must contain. tests/test_exercises.py checks that every
 one fails with that hint."""
 
 import math

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qalib.catalog import CATALOG
+from qalib.notebook.catalog import CATALOG
 from qalib.tools import cheatsheet
 
 

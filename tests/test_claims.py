@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from qalib import claims
-from qalib.claims import FAILED, IDENTITY, QUOTE, TICK, ClaimFailed, check, check_all, identity, identity_close, quote
+from qalib.notebook import claims
+from qalib.notebook.claims import FAILED, IDENTITY, QUOTE, TICK, ClaimFailed, check, check_all, identity, identity_close, quote
 from qalib.tools.nbtools import statement_lines, tick_lines, ticks
 
 

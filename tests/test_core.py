@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import qalib
-from qalib.claims import ClaimFailed, check, check_all, check_close
-from qalib.drawing import Change, live, most, nice_ceiling, set_limits
-from qalib.testing import finite_values
-from qalib.widgets import Demo
+from qalib.notebook.claims import ClaimFailed, check, check_all, check_close
+from qalib.notebook.drawing import Change, live, most, nice_ceiling, set_limits
+from qalib.notebook.widgets import Demo
+from qalib.tools.testing import finite_values
 
 
 def test_check_prints_a_tick_and_the_value(capsys):
@@ -177,7 +177,7 @@ calls: list[str] = []
 
 def _fresh_png(compute_result, positions, plot=None):
     """What plotting the result on a new figure with the given axes positions draws (no kept state)."""
-    from qalib.widgets import _figure, _live_artists, _png
+    from qalib.notebook.widgets import _figure, _live_artists, _png
 
     fig = _figure((9.0, 3.6), 90, layout="none")
     (plot or _live_plot)(fig, compute_result)
@@ -281,7 +281,7 @@ def test_finite_values():
 
 
 def test_one_thread_restores_the_thread_count_also_when_nested():
-    from qalib.device import one_thread
+    from qalib.lab.device import one_thread
 
     before = torch.get_num_threads()
 
@@ -295,7 +295,7 @@ def test_one_thread_restores_the_thread_count_also_when_nested():
 
 
 def test_sweep_values_reach_every_kind_of_control():
-    from qalib.testing import sweep_values
+    from qalib.tools.testing import sweep_values
 
     assert sweep_values(W.IntSlider(value=3, min=1, max=9), 3) == [1, 5, 9]
     assert sweep_values(W.Checkbox(value=False), 2) == [True, False]

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from qalib.data import (CLS, IGNORE, MASK, N_SPECIAL, SEP, MLMTask, PairTask, ProbeTask, SyntheticLanguage,
+from qalib.lab.data import (CLS, IGNORE, MASK, N_SPECIAL, SEP, MLMTask, PairTask, ProbeTask, SyntheticLanguage,
                         mask_tokens, masking_rates, text_file_sequences)
 
 
@@ -55,7 +55,7 @@ def test_tasks_shapes():
 
 
 def test_text_file_through_wordpiece(tmp_path):
-    from qalib.pretrained import WordPiece, model_dir
+    from qalib.nn.pretrained import WordPiece, model_dir
 
     tok = WordPiece(model_dir() / "vocab.txt")
     f = tmp_path / "t.txt"

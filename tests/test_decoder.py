@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch import nn
 
-from qalib.config import DecoderConfig, DecoderPositions
-from qalib.decoder import DecoderLM, EncoderDecoder
-from qalib.kv_cache import KVCache, LayerKV
-from qalib.positions import ABSOLUTE_POSITIONS
+from qalib.nn.config import DecoderConfig, DecoderPositions
+from qalib.nn.decoder import DecoderLM, EncoderDecoder
+from qalib.nn.kv_cache import KVCache, LayerKV
+from qalib.nn.positions import ABSOLUTE_POSITIONS
 
 SMALL = DecoderConfig(vocab_size=48, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=32)
 VASWANI = SMALL.replace(norm_placement="post", activation="relu", pos="sinusoidal", embed_scale="sqrt_d",
@@ -52,7 +52,7 @@ def test_decoder_positions_are_the_absolute_schemes():
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gpt2_pair():
-    from qalib.gpt2 import to_gpt2
+    from qalib.nn.gpt2 import to_gpt2
 
     torch.manual_seed(0)
     ours = randomise(DecoderLM(SMALL))
@@ -79,7 +79,7 @@ def test_logits_and_every_cached_key_and_value_equal_gpt2(gpt2_pair):
 
 @pytest.mark.parametrize("strategy,num_beams", [("greedy", 1), ("beam", 3)])
 def test_generation_with_cache_equals_gpt2_generate(gpt2_pair, strategy, num_beams):
-    from qalib.generate import generate
+    from qalib.nn.generate import generate
 
     ours, hf = gpt2_pair
     prompt = _ids(4, 5, seed=1)
@@ -89,7 +89,7 @@ def test_generation_with_cache_equals_gpt2_generate(gpt2_pair, strategy, num_bea
 
 
 def test_gpt2_config_names_what_gpt2_cannot_express():
-    from qalib.gpt2 import gpt2_config
+    from qalib.nn.gpt2 import gpt2_config
 
     with pytest.raises(ValueError, match="norm_placement.*'post'"):
         gpt2_config(SMALL.replace(norm_placement="post"))
@@ -338,7 +338,7 @@ def test_bad_decoder_config_names_the_field(changes, needle):
 
 
 def test_models_need_a_decoder_config():
-    from qalib.config import MiniBertConfig
+    from qalib.nn.config import MiniBertConfig
 
     with pytest.raises(TypeError, match="DecoderConfig"):
         DecoderLM(MiniBertConfig())

@@ -6,8 +6,8 @@ import random
 import ipywidgets as W
 import pytest
 
-from qalib.catalog import demo_factories
-from qalib.testing import finite_values, sweep_values
+from qalib.notebook.catalog import demo_factories
+from qalib.tools.testing import finite_values, sweep_values
 
 FACTORIES = [(stem, f) for stem, fs in demo_factories().items() for f in fs]
 
@@ -50,7 +50,7 @@ def test_same_settings_same_figure(stem, factory):
 
 def _fresh_png(demo) -> bytes:
     """What plotting the demo's current result on a new figure, at the kept figure's axes positions, draws."""
-    from qalib.widgets import _figure, _live_artists, _png
+    from qalib.notebook.widgets import _figure, _live_artists, _png
 
     fig = _figure(demo.figsize, demo.dpi, layout="none")
     demo.plot(fig, demo.result)
@@ -76,5 +76,5 @@ def test_updating_in_place_draws_what_a_fresh_plot_draws(stem, factory):
             control.value = value
             if demo.error is None:
                 assert demo.image.value == _fresh_png(demo), f"{factory.__name__}: {name}={value!r} drew a stale figure"
-                if isinstance(control, W.Text):  # a typed sentence must not redraw static parts (qalib.drawing)
+                if isinstance(control, W.Text):  # a typed sentence must not redraw static parts (qalib.notebook.drawing)
                     assert demo.last_redraw_kind == "live", f"{factory.__name__}: new {name} drew {demo.last_redraw_kind}"

@@ -1,4 +1,4 @@
-"""The interview drills as data (qalib/drills/*.toml): every file matches its notebook, no answer sits in a
+"""The interview drills as data (qalib/practice/drills/*.toml): every file matches its notebook, no answer sits in a
 notebook's source, and the widgets show an answer only when asked."""
 
 import random
@@ -7,8 +7,8 @@ import re
 import nbformat
 import pytest
 
-from qalib import quiz as Q
-from qalib.catalog import CATALOG
+from qalib.notebook.catalog import CATALOG
+from qalib.practice import quiz as Q
 
 DRILLS = Q.available()
 

@@ -1,4 +1,4 @@
-"""qalib.exercises: every reference and solution passes; typical wrong answers fail with the right hint; a
+"""qalib.practice.exercises: every reference and solution passes; typical wrong answers fail with the right hint; a
 function that raises, returns NaN, the wrong shape or never returns is reported plainly, and the kernel goes on."""
 
 import threading
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from exercise_mistakes import MISTAKES
-from qalib import exercises
-from qalib.exercises import references, solutions, stubs
-from qalib.exercises.diagnose import MISTAKES as KNOWN
+from qalib.practice import exercises
+from qalib.practice.exercises import references, solutions, stubs
+from qalib.practice.exercises.diagnose import MISTAKES as KNOWN
 
 NAMES = exercises.list_exercises()
 
@@ -165,13 +165,14 @@ def test_timed_mode_reports_the_time_since_the_start():
         exercises.start("rope", minutes=0)
 
 
-def test_the_package_imports_only_the_model_core():
-    """Like a topic module it sits above the core; it needs no drawing, widgets, topics or tools."""
+def test_the_package_imports_only_the_model_and_the_lab():
+    """Like a topic module it sits above the model and the lab; it needs no drawing, widgets, topics, tools, or
+    the rest of the practice package (test_layers.py checks the package as a whole)."""
     from pathlib import Path
 
-    from test_layers import CORE, qalib_imports
+    from test_layers import imports
 
-    allowed = {"qalib.exercises"} | {f"qalib.{m}" for m in CORE}
     for path in sorted((Path(exercises.__file__).parent).glob("*.py")):
-        used = {m for m in qalib_imports(path) if not m.startswith("qalib.exercises.")}
-        assert used <= allowed, f"{path.name} imports {used - allowed}"
+        used = {m for m in imports(path) if m.startswith("qalib") and not m.startswith("qalib.practice.exercises")}
+        outside = {m for m in used if m.split(".")[:2] not in (["qalib", "nn"], ["qalib", "lab"])}
+        assert not outside, f"{path.name} imports {outside}"

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import count_case
-from qalib.config import DecoderConfig
-from qalib.decoder import DecoderLM, EncoderDecoder
-from qalib.generate import generate, sampling_distribution, top_k_filter, top_p_filter
+from qalib.nn.config import DecoderConfig
+from qalib.nn.decoder import DecoderLM, EncoderDecoder
+from qalib.nn.generate import generate, sampling_distribution, top_k_filter, top_p_filter
 from test_decoder import randomise
 
 SMALL = DecoderConfig(vocab_size=24, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=32)

@@ -7,9 +7,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from qalib import quiz as Q  # noqa: E402
-from qalib.interview import MockInterview, plot_progress, pool, topic_summary  # noqa: E402
-from qalib.progress import BOX_WAIT, N_BOXES, ProgressStore  # noqa: E402
+from qalib.practice import quiz as Q  # noqa: E402
+from qalib.practice.interview import MockInterview, plot_progress, pool, topic_summary  # noqa: E402
+from qalib.practice.progress import BOX_WAIT, N_BOXES, ProgressStore  # noqa: E402
 
 
 def test_the_pool_draws_every_entry_of_every_drill_with_unique_ids():

@@ -1,4 +1,4 @@
-"""qalib.pretrained.load: any BERT-family checkpoint folder, as save_pretrained writes it, equals Hugging Face's
+"""qalib.nn.pretrained.load: any BERT-family checkpoint folder, as save_pretrained writes it, equals Hugging Face's
 model on it; a folder that is not one gets an error naming the problem."""
 
 import json
@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from qalib.pretrained import load, minilm, model_dir
+from qalib.nn.pretrained import load, minilm, model_dir
 
 transformers = pytest.importorskip("transformers")
 

@@ -8,9 +8,9 @@ from typing import get_args
 import pytest
 import torch
 
-from qalib.attention import attention
-from qalib.config import SCALINGS, Activation, EmbedCombine, EmbedScale, Norm, NormPlacement, Positions, QKProjection
-from qalib.model import ACTIVATIONS, FeedForward, MiniBert, MiniBertConfig
+from qalib.nn.attention import attention
+from qalib.nn.config import SCALINGS, Activation, EmbedCombine, EmbedScale, Norm, NormPlacement, Positions, QKProjection
+from qalib.nn.model import ACTIVATIONS, FeedForward, MiniBert, MiniBertConfig
 
 BASE = MiniBertConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=24)
 
@@ -165,7 +165,7 @@ def _parameter_names(pos: str) -> list[str]:
 
 @pytest.mark.parametrize("pos", SWITCHES["pos"])
 def test_position_parameters_keep_their_names_and_places(pos):
-    """Checkpoints (qalib/pretrained.py) and notebooks read these names, and torch.manual_seed gives the
+    """Checkpoints (qalib/nn/pretrained.py) and notebooks read these names, and torch.manual_seed gives the
     notebooks' weights only while parameters are created in the same order: the learned table right after the
     segment table, Shaw's tables right after each layer's output projection. No scheme adds a saved buffer."""
     expected = []

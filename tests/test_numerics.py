@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from qalib.attention import attention, entropy
-from qalib.model import MiniBert, MiniBertConfig
-from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
+from qalib.nn.attention import attention, entropy
+from qalib.nn.model import MiniBert, MiniBertConfig
+from qalib.nn.norms import LayerNorm, RMSNorm, TokenBatchNorm
 
 
 def test_softmax_of_huge_logits_is_one_hot_not_nan():

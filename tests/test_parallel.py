@@ -1,4 +1,4 @@
-"""qalib.parallel: runs side by side give exactly the sequential results, in order, and errors surface."""
+"""qalib.lab.parallel: runs side by side give exactly the sequential results, in order, and errors surface."""
 
 import functools
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import ProbeTask
-from qalib.model import MiniBert
-from qalib.parallel import map_grid, map_runs, workers_available
-from qalib.train import TrainConfig, evaluate, train
+from qalib.lab.data import ProbeTask
+from qalib.lab.parallel import map_grid, map_runs, workers_available
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
 
 
 def _tiny_run(seed: int, steps: int) -> dict:

@@ -4,8 +4,8 @@ from typing import get_args
 import pytest
 import torch
 
-from qalib.config import Positions
-from qalib.positions import (ABSOLUTE_POSITIONS, POSITION_SCHEMES, RELATIVE_POSITIONS, AbsolutePosition,
+from qalib.nn.config import Positions
+from qalib.nn.positions import (ABSOLUTE_POSITIONS, POSITION_SCHEMES, RELATIVE_POSITIONS, AbsolutePosition,
                              RelativePosition, alibi_slopes, frequencies, interleaved_to_concat, offset_matrix,
                              sinusoidal, sinusoidal_concat, t5_buckets, Rotary)
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from qalib.config import MiniBertConfig
-from qalib.model import MiniBert
-from qalib.pretrained import (checkpoint_to_minibert, config_from_json, load_minibert, minibert_to_checkpoint, minilm,
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.pretrained import (checkpoint_to_minibert, config_from_json, load_minibert, minibert_to_checkpoint, minilm,
                               model_dir)
 
 transformers = pytest.importorskip("transformers")  # test-only dependency, installed by `make setup`

@@ -1,8 +1,8 @@
-"""qalib.probes: the least-squares linear probe the notebooks use to read properties out of vectors."""
+"""qalib.lab.probes: the least-squares linear probe the notebooks use to read properties out of vectors."""
 
 import torch
 
-from qalib.probes import fit_probe, probe_accuracy
+from qalib.lab.probes import fit_probe, probe_accuracy
 
 
 def test_fit_probe_recovers_a_linear_code():

@@ -5,7 +5,7 @@ import multiprocessing as mp
 
 import pytest
 
-from qalib.progress import BOX_WAIT, N_BOXES, PROGRESS_ENV, CardState, ProgressStore, after_answer, next_card, progress_path
+from qalib.practice.progress import BOX_WAIT, N_BOXES, PROGRESS_ENV, CardState, ProgressStore, after_answer, next_card, progress_path
 
 
 def test_a_right_answer_moves_up_a_box_and_a_wrong_one_back_to_box_1():

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import count_case
-from qalib.attention import attention, entropy, softmax_jacobian
-from qalib.config import SCALINGS, EmbedCombine, MiniBertConfig, Norm, NormPlacement, Positions, QKProjection
-from qalib.data import N_SPECIAL, RATE_SUM_TOLERANCE, mask_tokens
-from qalib.model import MiniBert
-from qalib.positions import alibi_slopes, offset_matrix, sinusoidal
+from qalib.lab.data import N_SPECIAL, RATE_SUM_TOLERANCE, mask_tokens
+from qalib.nn.attention import attention, entropy, softmax_jacobian
+from qalib.nn.config import SCALINGS, EmbedCombine, MiniBertConfig, Norm, NormPlacement, Positions, QKProjection
+from qalib.nn.model import MiniBert
+from qalib.nn.positions import alibi_slopes, offset_matrix, sinusoidal
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,8 +5,8 @@ line on another model."""
 import pytest
 import torch
 
-from qalib.claims import SKIP, TICK, ClaimFailed, check, check_all, check_close, identity
-from qalib.pretrained import ENV_VAR, MINILM_NAME, minilm, model_dir, real_model, real_model_dir, real_model_name
+from qalib.nn.pretrained import ENV_VAR, MINILM_NAME, minilm, model_dir, real_model, real_model_dir, real_model_name
+from qalib.notebook.claims import SKIP, TICK, ClaimFailed, check, check_all, check_close, identity
 
 transformers = pytest.importorskip("transformers")
 

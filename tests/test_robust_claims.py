@@ -12,8 +12,8 @@ import re
 
 import pytest
 
+from qalib.notebook.paths import NOTEBOOKS
 from qalib.tools.nbtools import execute, statement_lines, tick_lines
-from qalib.tools.paths import NOTEBOOKS
 from qalib.tools.robustness.plan import machine_variants
 
 from test_notebooks import readme_measurements

@@ -58,7 +58,7 @@ def test_pages_fetch_no_script_from_the_network_and_mathjax_is_beside_them(tmp_p
 
 
 def test_the_drill_comes_from_its_data_with_every_answer_folded():
-    from qalib import quiz
+    from qalib.practice import quiz
     from qalib.tools.site import drill_html
 
     drill = quiz.load("01_scaled_attention")
@@ -77,7 +77,7 @@ def test_the_drill_comes_from_its_data_with_every_answer_folded():
 def test_staticize_finds_the_real_drill_view_by_its_class():
     import ipywidgets as W
 
-    from qalib import quiz
+    from qalib.practice import quiz
 
     view = quiz.quiz("01_scaled_attention", seed=0)
     state = {k: v for k, v in W.Widget.get_manager_state(drop_defaults=False)["state"].items()}

@@ -6,7 +6,6 @@ that have crept in before. The measurement count itself is checked on the execut
 """
 
 import ast
-import math
 
 import nbformat
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from qalib.tools.nbtools import notebook_paths
 
 PATHS = notebook_paths()
-MEASUREMENTS = {"check", "check_close", "check_all"}  # qalib.claims' measurement calls (identity/quote are not)
+MEASUREMENTS = {"check", "check_close", "check_all"}  # qalib.notebook.claims' measurement calls (identity/quote are not)
 
 
 def _name(func: ast.expr) -> str:

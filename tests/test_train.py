@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from qalib.data import MLMTask, ProbeTask
-from qalib.model import MiniBert
-from qalib.presets import TINY, TINY_TRAIN, tiny_language
-from qalib.train import TrainConfig, evaluate, train
+from qalib.lab.data import MLMTask, ProbeTask
+from qalib.lab.presets import TINY, TINY_TRAIN, tiny_language
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.model import MiniBert
 from qalib.tools.bench_train import plain_training_loop
 
 

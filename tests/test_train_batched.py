@@ -1,16 +1,16 @@
-"""qalib.train_batched: S members trained as one computation equal S solo runs of qalib.train (fp32, CPU)."""
+"""qalib.lab.train_batched: S members trained as one computation equal S solo runs of qalib.lab.train (fp32, CPU)."""
 
 from dataclasses import dataclass
 
 import pytest
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, Batch, MLMTask, PairTask, ProbeTask, SyntheticLanguage
-from qalib.device import get_device
-from qalib.model import MiniBert
-from qalib.train import TrainConfig, evaluate, loss_and_accuracy, train
-from qalib.train_batched import StackedMembers, train_seeds
+from qalib.lab.data import IGNORE, Batch, MLMTask, PairTask, ProbeTask, SyntheticLanguage
+from qalib.lab.device import get_device
+from qalib.lab.train import TrainConfig, evaluate, loss_and_accuracy, train
+from qalib.lab.train_batched import StackedMembers, train_seeds
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
 
 CFG = MiniBertConfig(vocab_size=32, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=32)
 LANGUAGE = SyntheticLanguage(vocab_size=32, seed=0)

@@ -1,4 +1,4 @@
-"""qalib.validate: one message format, bools never ints, numpy scalars accepted, NaN and inf rejected, bounds
+"""qalib.nn.validate: one message format, bools never ints, numpy scalars accepted, NaN and inf rejected, bounds
 inclusive; and the modules that had private copies of these checks now follow the same rule."""
 
 import math
@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from qalib import data, positions
-from qalib import validate as V
-from qalib.config import MiniBertConfig
-from qalib.model import MiniBert
+from qalib.lab import data
+from qalib.nn import positions
+from qalib.nn import validate as V
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
 from qalib.topics import (
     block_parts, block_parts_experiment, embedding_scale_experiment, embedding_sum, embedding_sum_experiment, multi_head,
     multi_head_experiment, normalization_experiment, pretraining, pretraining_experiment, random_walk,

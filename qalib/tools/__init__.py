@@ -1,6 +1,5 @@
 """Tooling around the collection, not teaching code: no notebook imports these modules.
 
-    paths        -- where the project's files are (the catalog finds the notebooks through it)
     nbtools      -- execute, strip and read the ticks of notebooks (the tests, the bench and the site use it)
     site         -- `make site`: every notebook executed headless into an offline static HTML site
     bench        -- `make bench`: notebook times, redraw latencies of every control
@@ -8,4 +7,6 @@
     bench_timing -- the wall-clock statements of the notebooks, judged over several rounds
     robustness   -- `make robustness`: every notebook's claims under many seed offsets and CPU float paths, one row
                     per claim (pass rate, worst margin in units of its spread, failed runs)
+    testing      -- for the tests and the benchmark: finite results, values to sweep a control over
+    any_bert, cheatsheet, slides -- a notebook's claims on any BERT checkpoint; the cheat sheet; reveal.js decks
 """

@@ -2,7 +2,7 @@
 the claims skipped as model-specific (holds_for=...). Not part of the test suite: it takes minutes.
 
     python -m qalib.tools.any_bert                  # saves a random BERT (3 layers, d = 192, 12 heads) first
-    python -m qalib.tools.any_bert --folder F       # any checkpoint folder qalib.pretrained.load reads
+    python -m qalib.tools.any_bert --folder F       # any checkpoint folder qalib.nn.pretrained.load reads
     python -m qalib.tools.any_bert --only 04 09     # some notebooks only
     make any-bert MODEL=F
 
@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qalib.claims import SKIP, TICK
-from qalib.pretrained import ENV_VAR, model_dir
+from qalib.nn.pretrained import ENV_VAR, model_dir
+from qalib.notebook.claims import SKIP, TICK
 from qalib.tools.nbtools import notebook_paths, statement_lines
 
 NOTEBOOKS = [f"{n:02d}_" for n in range(1, 12)]  # the notebooks with an "In a real model" section

@@ -7,7 +7,7 @@
     4. the notebooks' wall-clock statements (bench_timing): the notebooks print their timings, this judges them
     5. the decoder (bench_decoder): generation with vs without the KV cache, vs GPT2LMHeadModel.generate, and the
        cache's bytes vs the formula
-    6. training (bench_train): 12 seeds batched (qalib.train_batched) vs one after another, and qalib.train's step
+    6. training (bench_train): 12 seeds batched (qalib.lab.train_batched) vs one after another, and qalib.lab.train's step
        vs a bare PyTorch loop, at d = 32, 64, 128
 
     python -m qalib.tools.bench [--only notebooks|redraw|model|timing|decoder|train] [--topic TEXT]
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from qalib.testing import sweep_values
+from qalib.tools.testing import sweep_values
 
 
 def bench_notebooks(topic: str = "") -> None:
@@ -52,7 +52,7 @@ def reference_figure_ms(repeats: int = 7) -> float:
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from qalib.style import use_style
+    from qalib.notebook.style import use_style
 
     use_style()
     rng = np.random.default_rng(0)
@@ -76,7 +76,7 @@ def bench_redraws(repeats: int = 3, topic: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from qalib.catalog import demo_factories
+    from qalib.notebook.catalog import demo_factories
 
     print("\n== redraw latency per control (target median <= 100 ms, p95 <= 250 ms)")
     print("  what each redraw drew: live = only the artists that changed, over the kept background;")

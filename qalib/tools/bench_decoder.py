@@ -7,7 +7,7 @@
 
     python -m qalib.tools.bench --only decoder
 
-Both contenders run on one thread (qalib.device.one_thread): these are small matrices, and on a shared 2-core
+Both contenders run on one thread (qalib.lab.device.one_thread): these are small matrices, and on a shared 2-core
 machine a second thread spin-waiting made a 128-token forward 30x slower here (10 ms vs 330 ms).
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import torch
 
-from qalib.config import DecoderConfig
-from qalib.decoder import DecoderLM
-from qalib.device import one_thread
-from qalib.generate import generate
-from qalib.gpt2 import to_gpt2
+from qalib.lab.device import one_thread
+from qalib.nn.config import DecoderConfig
+from qalib.nn.decoder import DecoderLM
+from qalib.nn.generate import generate
+from qalib.nn.gpt2 import to_gpt2
 from qalib.tools.bench_model import time_interleaved
 
 # GPT-2's layout at a size that generates 1024 tokens in seconds on 2 cores (GPT-2 small: 12 x 768, vocab 50257)

@@ -8,10 +8,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, mask_tokens
-from qalib.model import MiniBert
-from qalib.pretrained import minibert_to_checkpoint
+from qalib.lab.data import IGNORE, mask_tokens
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.pretrained import minibert_to_checkpoint
 
 CFG = MiniBertConfig(vocab_size=8192, d_model=256, n_layers=4, n_heads=4, d_ff=1024, max_len=128, dropout=0.1)
 BATCH, SEQ = 16, 128
@@ -69,7 +69,7 @@ def time_interleaved(fns: dict, repeats: int, warmup: int = 2) -> dict[str, floa
 def bench_model(repeats: int = 8) -> dict[str, float]:
     """Throughput of three ways to compute the same masked-LM loss on the same weights and batch:
     HF BertForMaskedLM; MiniBert with vocabulary logits at every position (HF's computation); and MiniBert as
-    qalib.train uses it, with the vocabulary projection only at the labelled positions (the loss is identical:
+    qalib.lab.train uses it, with the vocabulary projection only at the labelled positions (the loss is identical:
     cross-entropy ignores unlabelled positions; fairseq's RoBERTa head does the same)."""
     torch.manual_seed(0)
     ours = MiniBert(CFG)
@@ -90,7 +90,7 @@ def bench_model(repeats: int = 8) -> dict[str, float]:
     def hf_loss():
         return hf(input_ids=ids, labels=labels).loss
 
-    losses = {"ours (all positions)": ours_all_positions, "ours (labelled, as qalib.train)": ours_labelled, "HF": hf_loss}
+    losses = {"ours (all positions)": ours_all_positions, "ours (labelled, as qalib.lab.train)": ours_labelled, "HF": hf_loss}
     ours.eval(), hf.eval()
     with torch.no_grad():
         reference = float(hf_loss())

@@ -1,11 +1,11 @@
-"""`make bench ONLY=train`: the seed-batched trainer against the runs one after another, and qalib.train's step
+"""`make bench ONLY=train`: the seed-batched trainer against the runs one after another, and qalib.lab.train's step
 against a bare PyTorch loop over the same modules, at d = 32, 64 and 128 (2 layers, 4 heads, d_ff = 4d, batches
 of 32 x 20 tokens: the notebooks' experiments' size), in one run on this machine.
 
-    1. 12 seeds: qalib.train_batched.train_seeds against 12 calls of qalib.train.train, one after another
+    1. 12 seeds: qalib.lab.train_batched.train_seeds against 12 calls of qalib.lab.train.train, one after another
        (each as an experiment runs it: the model built after torch.manual_seed(seed), then trained).
        Goal at d = 32: >= 5x. Larger d shows where batching stops paying.
-    2. one model: qalib.train.train against a bare loop (task.batch, forward, loss, backward, clip_grad_norm_,
+    2. one model: qalib.lab.train.train against a bare loop (task.batch, forward, loss, backward, clip_grad_norm_,
        AdamW foreach, the warm-up schedule: the same numbers, nothing else). Goal: <= 1.2x.
 
 Batching the seeds can save only a step's fixed cost (Python, dispatch, the optimizer's per-tensor loop), not
@@ -17,17 +17,15 @@ load changes while it runs, and affects every contender alike.
 
 from __future__ import annotations
 
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, ProbeTask
-from qalib.model import MiniBert
-from qalib.train import TrainConfig, train
-from qalib.train_batched import train_seeds
+from qalib.lab.data import IGNORE, ProbeTask
+from qalib.lab.train import TrainConfig, train
+from qalib.lab.train_batched import train_seeds
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
 from qalib.tools.bench_model import time_interleaved
 
 SEEDS = list(range(12))
@@ -57,7 +55,7 @@ def _one_model(cfg: MiniBertConfig, tc: TrainConfig) -> None:
 
 
 def plain_training_loop(model: MiniBert, task, tc: TrainConfig) -> list[torch.Tensor]:
-    """What qalib.train computes for a token task, written as a plain PyTorch loop and nothing else (no history, no
+    """What qalib.lab.train computes for a token task, written as a plain PyTorch loop and nothing else (no history, no
     checks beyond the module's own forward): the benchmark's bare loop, and the reference tests/test_train.py holds
     train to bit for bit. -> the loss of every step, detached (read them after the loop: no host sync per step)."""
     model.train()
@@ -103,7 +101,7 @@ def _data_only(tc: TrainConfig) -> None:
 def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
     tc = TrainConfig(steps=steps, batch_size=BATCH, device="cpu")
     s = len(SEEDS)
-    print(f"\n== train: {s} seeds batched (qalib.train_batched) vs one after another (qalib.train), and qalib.train vs "
+    print(f"\n== train: {s} seeds batched (qalib.lab.train_batched) vs one after another (qalib.lab.train), and qalib.lab.train vs "
           f"a bare loop; 2 layers, 4 heads, batch {BATCH}x{TASK.seq_len + 1}, {steps} steps, {tc.threads} thread, "
           f"median of {repeats} in turns (a shared machine: compare the ratios, not the times)")
     results: dict[str, float] = {}
@@ -124,7 +122,7 @@ def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
         goal = f"goal >= {BATCHED_GOAL:.0f}x: {'met' if speedup >= BATCHED_GOAL else 'NOT met'}" if d == 32 else "(no goal)"
         print(f"  d={d:3d}  {s} seeds: one after another {per['sequential']:6.2f} ms per model-step, batched "
               f"{per['batched']:6.2f} ms ({speedup:4.2f}x, {goal}); of which drawing the batches {per['data']:4.2f} ms")
-        print(f"         one model: qalib.train {one['train']:6.2f} ms/step, bare loop {one['bare']:6.2f} ms/step "
+        print(f"         one model: qalib.lab.train {one['train']:6.2f} ms/step, bare loop {one['bare']:6.2f} ms/step "
               f"({overhead:4.2f}x, goal <= {OVERHEAD_GOAL}x: {'met' if overhead <= OVERHEAD_GOAL else 'NOT met'}); "
               f"at batch 1 {one['batch 1']:6.2f} ms/step: the fixed cost is {one['batch 1'] / one['train']:.0%} of a step")
     return results

@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qalib import quiz
-from qalib.catalog import CATALOG, Entry
-from qalib.tools.paths import ROOT
+from qalib.notebook.catalog import CATALOG, Entry
+from qalib.notebook.paths import ROOT
+from qalib.practice import quiz
 
 CHROMIUM = "/usr/bin/chromium"
 FOLLOW_UPS_SHOWN = 2

@@ -14,8 +14,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from qalib.claims import MARKS, TICK
-from qalib.tools.paths import NOTEBOOKS
+from qalib.notebook.claims import MARKS, TICK
+from qalib.notebook.paths import NOTEBOOKS
 
 
 def notebook_paths() -> list[Path]:

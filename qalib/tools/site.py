@@ -2,7 +2,7 @@
 
     python -m qalib.tools.site [--out site] [--only 01_scaled_attention ...]
 
-site/index.html lists the questions with their short answers (qalib.catalog); site/<notebook>.html shows
+site/index.html lists the questions with their short answers (qalib.notebook.catalog); site/<notebook>.html shows
 each notebook with its outputs. Widgets are rendered to plain HTML from the state they were left in
 (the figure of each demo as an image, each control as its value); the drill comes from its data file, each
 answer folded until the reader opens it (no kernel needed); and formulas are typeset by the site's
@@ -23,10 +23,10 @@ import nbformat
 from nbconvert import HTMLExporter
 from nbconvert.filters import markdown2html
 
-from qalib import quiz
-from qalib.catalog import CATALOG
+from qalib.notebook.catalog import CATALOG
+from qalib.notebook.paths import ROOT
+from qalib.practice import quiz
 from qalib.tools.nbtools import collection_paths, execute, ticks
-from qalib.tools.paths import ROOT
 
 TEMPLATES = Path(__file__).parent / "site_templates"
 MATHJAX_URL = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"  # relative: the pages sit next to mathjax/

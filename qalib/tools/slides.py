@@ -29,10 +29,10 @@ from pathlib import Path
 import nbformat
 from nbconvert import SlidesExporter
 
-from qalib import quiz
-from qalib.claims import MARKS
+from qalib.notebook.claims import MARKS
+from qalib.notebook.paths import ROOT
+from qalib.practice import quiz
 from qalib.tools.nbtools import collection_paths, execute
-from qalib.tools.paths import ROOT
 from qalib.tools.site import MATHJAX_URL, copy_mathjax, staticize
 
 TEMPLATES = Path(__file__).parent / "site_templates"

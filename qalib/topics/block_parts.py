@@ -1,7 +1,8 @@
 """Notebook 10: residual connections, the feed-forward layer, masking and the cost of attention.
 
-Compute functions (tensors or numbers in, dicts out), plots `plot_x(fig, result)` and the demos.
-The training experiment and the pretrained-model measurements live in block_parts_experiment.py.
+Compute functions (tensors or numbers in, dicts out) and plots `plot_x(fig, result)`; the demos are in
+block_parts_demos.py. The training experiment and the pretrained-model measurements live in
+block_parts_experiment.py.
 
     init_gradients(n_layers=8, residual=False)   # per-layer gradients at initialisation, several seeds
     identity_at_zero(residual=True)              # a block whose sublayers output 0: identity or erasure?
@@ -17,25 +18,22 @@ import copy
 import functools
 import math
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from qalib.attention import AttentionResult, attention
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, N_SPECIAL, PAD, ProbeTask
-from qalib.model import MiniBert
-from qalib.train import layer_grad_norms
-from qalib.device import one_thread
-from qalib.validate import choice, float_in, int_in, seed_list
-from qalib.drawing import Change, Update, decade_ticks, limits_with_margins, live, seed_band
-from qalib.fits import fit_exponent
+from qalib.lab.data import IGNORE, N_SPECIAL, PAD, ProbeTask
+from qalib.lab.device import one_thread
+from qalib.lab.fits import fit_exponent
+from qalib.lab.train import layer_grad_norms
+from qalib.nn.attention import AttentionResult, attention
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choice, float_in, int_in, seed_list
+from qalib.notebook.drawing import Change, Update, decade_ticks, limits_with_margins, live, seed_band
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 MASKS = ("none", "causal", "padding", "causal + padding")
 
@@ -74,7 +72,7 @@ def init_gradients(n_layers: int = 8, residual: bool = True, norm: str = "layer"
                    batch_size: int = 8, seq_len: int = 12) -> dict:
     """One backward pass per seed at initialisation (ProbeTask 'previous').
 
-    param: (S, L) gradient norm of each layer's parameters (qalib.train.layer_grad_norms);
+    param: (S, L) gradient norm of each layer's parameters (qalib.lab.train.layer_grad_norms);
     act:   (S, L+1) norm of dLoss/dh at the embeddings output (depth 0) and after each layer;
     share: (S, L+1) token-specific share ||g - mean_t g|| / ||g||: 0 means every position receives the same gradient.
     """
@@ -439,26 +437,6 @@ def plot_cost_view(fig, r: dict) -> Update:
     return update
 
 
-def cost_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"T": W.IntSlider(value=512, min=16, max=1024, step=16, description="sequence length T"),
-                "k": W.IntSlider(value=64, min=16, max=256, step=16, description="Linformer k")}
-    return Demo(cost_view, plot_cost_view, controls, title="Sequence length -> memory and time of attention",
-                figsize=(10, 3.6))
-
-
-def mask_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"mask": W.Dropdown(options=list(MASKS), value="causal", description="mask"),
-                "position": W.IntSlider(value=5, min=0, max=11, description="changed position"),
-                "n_pad": W.IntSlider(value=3, min=0, max=8, description="padding tokens")}
-    return Demo(leak_map, plot_leak_map, controls, title="Change one token: which outputs move?", figsize=(9, 3.4))
-
-
 RESIDUAL_DEMO_LAYERS = 12
 RESIDUAL_DEMO_SEEDS = (0, 1, 2)
 # log10 of the gradient axis in the residual demo: from the underflow floor to above the largest gradient any of its
@@ -523,17 +501,3 @@ def plot_residual_view(fig, results: dict) -> Update:
 
     update(results)
     return update
-
-
-def residual_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"n_layers": W.IntSlider(value=8, min=1, max=RESIDUAL_DEMO_LAYERS, description="layers"),
-                "residual": W.Checkbox(value=False, description="residual connections"),
-                "norm": W.Dropdown(options=["layer", "none"], value="layer", description="norm")}
-    return Demo(residual_view, plot_residual_view, controls, title="Gradients at initialisation, 3 seeds",
-                figsize=(9, 3.4))
-
-
-DEMOS = [cost_demo, mask_demo, residual_demo]

@@ -15,14 +15,14 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.data import CLS, IGNORE, N_SPECIAL, PAD, Batch
-from qalib.model import MiniBert
-from qalib.parallel import map_runs
-from qalib.device import one_thread
-from qalib.drawing import decade_ticks, seed_band
+from qalib.lab.data import CLS, IGNORE, N_SPECIAL, PAD, Batch
+from qalib.lab.device import one_thread
+from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.drawing import decade_ticks, seed_band
 from qalib.topics.block_parts import block_config
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import int_in, seed_list
 
 VARIANTS = {"with residual": True, "without residual": False}
 

@@ -1,7 +1,7 @@
 """Notebook 14: the encoder-decoder's three attentions, where cross-attention's K and V come from, label smoothing.
 
-Compute functions (tensors or numbers in, dicts out), plots `plot_x(fig, result)` and the demos. The trained
-models, their ablations and probes live in cross_attention_experiment.py.
+Compute functions (tensors or numbers in, dicts out) and plots `plot_x(fig, result)`; the demos are in
+cross_attention_demos.py. The trained models, their ablations and probes live in cross_attention_experiment.py.
 
     task = ReversalTask()                        # target = the source reversed: target i aligns with source S-1-i
     src, tgt_in, labels = task.batch(32, generator)
@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
-from qalib.config import DecoderConfig
-from qalib.data import CLS, N_SPECIAL
-from qalib.decoder import CrossAttention, EncoderDecoder
-from qalib.drawing import Change, Update, live
-from qalib.validate import float_in, int_in
+from qalib.lab.data import CLS, N_SPECIAL
+from qalib.nn.config import DecoderConfig
+from qalib.nn.decoder import CrossAttention, EncoderDecoder
+from qalib.nn.validate import float_in, int_in
+from qalib.notebook.drawing import Change, Update, live
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 BOS = CLS  # the target's start token: any special id the data never uses as content
 
@@ -127,17 +124,6 @@ def plot_masks(fig, res: dict) -> Update:
 
     update(res)
     return update
-
-
-def masks_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"src_len": W.IntSlider(value=6, min=1, max=16, description="source length"),
-                "tgt_len": W.IntSlider(value=5, min=1, max=16, description="target length"),
-                "n_src_pad": W.IntSlider(value=2, min=0, max=15, description="source pads")}
-    return Demo(attention_masks, plot_masks, controls, title="The three attentions: who may look at whom (dark = allowed)",
-                figsize=(10, 3.6))
 
 
 # -- the architecture, read from the model's own module tree -------------------------------------------
@@ -248,16 +234,3 @@ def plot_smoothing(fig, res: dict) -> Update:
 
     update(res)
     return update
-
-
-def smoothing_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"eps": W.FloatSlider(value=0.1, min=0.0, max=1.0, step=0.05, description="eps"),
-                "vocab_size": W.IntSlider(value=24, min=2, max=200, description="vocabulary V")}
-    return Demo(smoothing, plot_smoothing, controls, title="Label smoothing: the target, and the perplexity it costs",
-                figsize=(9.5, 3.4))
-
-
-DEMOS = [masks_demo, smoothing_demo]

@@ -13,24 +13,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.decoder import EncoderDecoder
-from qalib.device import one_thread
-from qalib.drawing import Change, Update, live
-from qalib.generate import generate
-from qalib.kv_cache import KVCache, LayerKV
-from qalib.parallel import map_runs
-from qalib.probes import fit_probe, probe_accuracy
+from qalib.lab.device import one_thread
+from qalib.lab.parallel import map_runs
+from qalib.lab.probes import fit_probe, probe_accuracy
+from qalib.nn.decoder import EncoderDecoder
+from qalib.nn.generate import generate
+from qalib.nn.kv_cache import KVCache, LayerKV
+from qalib.nn.validate import choice, int_in, seed_list
+from qalib.notebook.drawing import Change, Update, live
 from qalib.topics.cross_attention import ReversalTask, alignment_share, reversal_config
-from qalib.validate import choice, int_in, seed_list
 
-if TYPE_CHECKING:
-    from qalib.widgets import Demo
 
 # name -> (tie the LM head to the embeddings, label smoothing eps)
 VARIANTS = {"tied": (True, 0.0), "tied, eps=0.1": (True, 0.1), "untied": (False, 0.0)}
@@ -156,7 +153,7 @@ def memory_wiring(model: EncoderDecoder, task: ReversalTask, n: int = 64) -> dic
 @torch.no_grad()
 def cached_decoding(model: EncoderDecoder, task: ReversalTask, n: int = 128) -> dict:
     """Free-running greedy decoding from [BOS] (no teacher forcing), one position at a time with the KV cache:
-    the share of held-out sentences reversed exactly, agreement with qalib.generate, and whether every step
+    the share of held-out sentences reversed exactly, agreement with qalib.nn.generate, and whether every step
     reused the first step's cross-attention keys and values (the same tensor objects) while the self-attention
     cache grew."""
     source, decoder_in, labels = held_out(task, n)
@@ -203,7 +200,7 @@ def memory_ablations(model: EncoderDecoder, task: ReversalTask, n: int = 512) ->
 @one_thread()  # tiny tensors: a second thread only spins, the more so on a busy machine
 @torch.no_grad()
 def memory_probes(model: EncoderDecoder, task: ReversalTask, n_train: int = 512, n_test: int = 512) -> dict:
-    """Linear probes (least squares, qalib.probes) on memory vectors and, for comparison, on the encoder's input
+    """Linear probes (least squares, qalib.lab.probes) on memory vectors and, for comparison, on the encoder's input
     embeddings (token + position, no context): read the position's own token, its position, and the next source
     token (its right neighbour; positions 0 .. S-2). Accuracy on held-out sentences."""
     s = task.src_len
@@ -312,21 +309,3 @@ def plot_alignment(fig, res: dict) -> Update:
 
     update(res)
     return update
-
-
-def alignment_demo(result: ReversalResult | None = None) -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    res = result if result is not None else _small_result()
-    model = next(iter(res.models.values()))
-    controls = {"variant": W.Dropdown(options=res.variants, value=res.variants[0], description="model"),
-                "seed": W.Dropdown(options=res.seeds, value=res.seeds[0], description="seed"),
-                "layer": W.IntSlider(value=0, min=0, max=model.cfg.n_layers - 1, description="decoder layer"),
-                "head": W.Dropdown(options=["mean"] + list(range(model.cfg.n_heads)), value="mean", description="head"),
-                "example": W.IntSlider(value=0, min=0, max=63, description="sentence")}
-    return Demo(partial(alignment_view, res), plot_alignment, controls,
-                title="Where does each target position look in the source?", figsize=(7, 4.6))
-
-
-DEMOS = [alignment_demo]

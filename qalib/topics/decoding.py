@@ -1,9 +1,9 @@
 """Notebook 12: how a decoder generates text, judged against a language whose next-token distribution is known.
 
-Compute functions (tensors or numbers in, tensors, numbers or dicts out), plots `plot_x(fig, result)` and the
-demos. The training runs live in decoding_experiment.py.
+Compute functions (tensors or numbers in, tensors, numbers or dicts out) and plots `plot_x(fig, result)`. The
+training runs live in decoding_experiment.py, the demos in decoding_demos.py.
 
-    lang = decoding_language()                      # qalib.data.SyntheticLanguage, vocabulary 32
+    lang = decoding_language()                      # qalib.lab.data.SyntheticLanguage, vocabulary 32
     p = true_next_probs(lang, ids)                  # (B, T, V): the truth's distribution of token t+1 given ids[:, :t+1]
     entropy_rate(lang)                              # nats per token: the lowest loss any model can reach
     true_logprobs(lang, ids, start=8)               # log p_truth of every token from `start` on (-inf: impossible)
@@ -18,29 +18,26 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from qalib.fits import fit_exponent  # the notebook times generation with it
-from qalib.config import DecoderConfig
-from qalib.data import N_SPECIAL, SyntheticLanguage
-from qalib.decoder import DecoderLM
-from qalib.device import one_thread
-from qalib.drawing import Change, live, live_title
-from qalib.generate import generate, sampling_distribution
-from qalib.validate import float_in, int_in
+from qalib.lab.data import N_SPECIAL, SyntheticLanguage
+from qalib.lab.device import one_thread
+from qalib.lab.fits import fit_exponent  # the notebook times generation with it
+from qalib.nn.config import DecoderConfig
+from qalib.nn.decoder import DecoderLM
+from qalib.nn.generate import generate, sampling_distribution
+from qalib.nn.validate import float_in, int_in
+from qalib.notebook.drawing import Change, live, live_title
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 VOCAB = 32  # 27 content tokens after BERT's 5 special ids
 
 
 def decoding_language(seed: int = 0) -> SyntheticLanguage:
     """The notebook's language: each token is one of 4 successors of the previous token, and with probability 1/2
-    instead a fixed function of the token 4 places back (qalib.data.SyntheticLanguage)."""
+    instead a fixed function of the token 4 places back (qalib.lab.data.SyntheticLanguage)."""
     return SyntheticLanguage(vocab_size=VOCAB, branching=4, lag=4, p_lag=0.5, seed=seed)
 
 
@@ -272,7 +269,7 @@ def plot_exposure(fig, eb: list[dict], prompt_len: int) -> None:
 # -- demo 1: temperature, top-k and top-p on one real next-token distribution -----------------
 def sampling_view(logits: torch.Tensor, truth: torch.Tensor, temperature: float = 1.0, top_k: int = 27,
                   top_p: float = 1.0) -> dict:
-    """What strategy="sample" would draw from (qalib.generate.sampling_distribution: softmax(z / T), then top-k,
+    """What strategy="sample" would draw from (qalib.nn.generate.sampling_distribution: softmax(z / T), then top-k,
     then top-p) for one context's logits (V,), beside the truth's distribution (V,) of the same context.
     kl_truth: KL(truth || sampled), or None when the filters cut a token the language can produce (then the KL is
     infinite: that text can never be sampled)."""
@@ -358,6 +355,3 @@ def plot_attention_view(fig, r: dict):
 
     update(r)
     return update
-
-
-DEMOS = []  # both demos need trained models: decoding_experiment.DEMOS

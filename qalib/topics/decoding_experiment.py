@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import functools
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.decoder import DecoderLM
-from qalib.device import get_device, one_thread
-from qalib.drawing import seed_band
-from qalib.parallel import map_runs
-from qalib.topics.decoding import (attention_view, decoder_config, decoding_language, plot_attention_view,
-                                   plot_sampling_view, sampling_view, true_next_probs)
-from qalib.validate import int_in, seed_list
+from qalib.lab.device import get_device, one_thread
+from qalib.lab.parallel import map_runs
+from qalib.nn.decoder import DecoderLM
+from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.drawing import seed_band
+from qalib.topics.decoding import decoder_config, decoding_language, sampling_view
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 # name -> (causal, n_kv_heads): the notebook's four decoders (n_kv_heads None = one K/V head per query head)
 VARIANTS = {"causal": (True, None), "no causal mask": (False, None), "GQA, 2 kv heads": (True, 2),
@@ -123,39 +119,3 @@ def _sampling(logits: torch.Tensor, truth: torch.Tensor, context: int = 0, tempe
               top_k: int = 27, top_p: float = 1.0) -> dict:
     c = int_in("context", context, 0, logits.shape[0] - 1)
     return sampling_view(logits[c], truth[c], temperature, top_k, top_p)
-
-
-def sampling_demo(model: DecoderLM | None = None) -> "Demo":
-    """Temperature, top-k and top-p acting on the trained model's next-token distribution, beside the truth."""
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    model = demo_models()[True] if model is None else model
-    prompts = demo_text()[:, :DEMO_PROMPT]
-    with torch.no_grad():
-        logits = model(prompts.to(next(model.parameters()).device)).logits[:, -1].float().cpu()  # (C, V)
-    truth = true_next_probs(decoding_language(), prompts)[:, -1]                                 # (C, V)
-    controls = {"context": W.IntSlider(value=0, min=0, max=DEMO_CONTEXTS - 1, description="context"),
-                "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.05, description="temperature T"),
-                "top_k": W.IntSlider(value=27, min=1, max=27, description="top-k"),
-                "top_p": W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p")}
-    return Demo(partial(_sampling, logits, truth), plot_sampling_view, controls,
-                title="What sampling draws from, next to the truth", figsize=(9, 3.4))
-
-
-def mask_demo(models: dict | None = None) -> "Demo":
-    """One head's attention in the decoder trained with the causal mask and in the one trained without it."""
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    models = demo_models() if models is None else models
-    ids = demo_text()[:1, :-1]  # (1, SEQ_LEN - 1): the positions a model is trained on
-    cfg = models[True].cfg
-    controls = {"causal": W.Checkbox(value=False, description="causal mask"),
-                "layer": W.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
-                "head": W.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head")}
-    return Demo(partial(attention_view, models, ids), plot_attention_view, controls,
-                title="What each position sees, with and without the causal mask", figsize=(7, 5))
-
-
-DEMOS = [sampling_demo, mask_demo]

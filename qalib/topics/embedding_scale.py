@@ -6,7 +6,7 @@ with std d^-1/2 (tensor2tensor, fairseq) a row has norm ~1 while a sinusoid has 
 factor lifts the token to the same footing. This module measures norms, how well the token (and the
 position) can be read back from embedding + PE, and what the tied output layer sees.
 
-Compute functions are pure and seeded; plots take (fig, result); demos are built by the *_demo factories.
+Compute functions are pure and seeded; plots take (fig, result); the demos are in embedding_scale_demos.py.
 The training experiment lives in embedding_scale_experiment.py.
 """
 
@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from qalib.positions import sinusoidal
-from qalib.drawing import Change, Update, live, nice_ceiling, set_limits
-from qalib.validate import choice, int_in, positive, sinusoid_width
+from qalib.nn.positions import sinusoidal
+from qalib.nn.validate import choice, int_in, positive, sinusoid_width
+from qalib.notebook.drawing import Change, Update, live, nice_ceiling, set_limits
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 # name -> (what it is, who uses it)
 INITS = {
@@ -345,17 +342,6 @@ def _setting(d_model: int, init: str, scaled: bool) -> dict:
     return r
 
 
-def setting_demo() -> Demo:
-    """d_model, init and the factor on/off -> norms, cosine to the token, token/position recovery."""
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"d_model": W.SelectionSlider(options=list(DEMO_D), value=512, description="d_model"),
-                "init": W.Dropdown(options=list(INITS), value="t2t", description="init"),
-                "scaled": W.Checkbox(value=True, description="multiply by sqrt(d_model)")}
-    return Demo(_setting, _plot_setting, controls, title="Token vs sinusoid at the encoder input", figsize=(11, 3.4))
-
-
 @functools.lru_cache(maxsize=8)
 def _sweep(d_model: int, init: str) -> dict:
     return recovery_vs_factor(d_model, init, np.logspace(-1, 3, 21), vocab_size=500, n_positions=64, n_samples=128)
@@ -366,30 +352,5 @@ def _factor_sweep(d_model: int, init: str, log10_factor: float) -> dict:
     return {**_sweep(d_model, init), "factor": 10.0 ** log10_factor}
 
 
-def factor_demo() -> Demo:
-    """Sweep the multiplier: where do token and position both survive, and where does sqrt(d) fall?"""
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"d_model": W.SelectionSlider(options=list(DEMO_D), value=256, description="d_model"),
-                "init": W.Dropdown(options=list(INITS), value="t2t", description="init"),
-                "log10_factor": W.FloatSlider(value=1.0, min=-1.0, max=3.0, step=0.1, description="log10 factor")}
-    return Demo(_factor_sweep, plot_factor_sweep, controls, title="Which multiplier keeps both token and position?",
-                figsize=(7, 3.6))
-
-
 def _tied(d_model: int, init: str) -> dict:
     return tied_logits(d_model, init, vocab_size=1000, n_samples=64)
-
-
-def tied_demo() -> Demo:
-    """The same table is the output layer: how big are the initial logits?"""
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"d_model": W.SelectionSlider(options=list(DEMO_D), value=512, description="d_model"),
-                "init": W.Dropdown(options=list(INITS), value="t2t", description="init")}
-    return Demo(_tied, plot_tied_logits, controls, title="The tied output layer at initialisation", figsize=(7, 3.2))
-
-
-DEMOS = [setting_demo, factor_demo, tied_demo]

@@ -15,14 +15,14 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import SyntheticLanguage, MLMTask
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.parallel import map_grid
-from qalib.positions import sinusoidal
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import choice, int_in, seed_list
+from qalib.lab.data import SyntheticLanguage, MLMTask
+from qalib.lab.parallel import map_grid
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.positions import sinusoidal
+from qalib.nn.validate import choice, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 VARIANTS = ("sqrt_d", "none", "bert")
 LABELS = {"sqrt_d": r"original, $\times\sqrt{d}$", "none": "original, no factor", "bert": "BERT-style"}

@@ -1,7 +1,7 @@
 """Notebook 04: why BERT can add its token, segment and position embeddings.
 
 Compute functions are pure and seeded (tables in, numbers out); plot functions draw on a figure;
-demo factories build the notebook's widgets. The training experiment lives in embedding_sum_experiment.py.
+the demos are in embedding_sum_demos.py. The training experiment lives in embedding_sum_experiment.py.
 
     lookup_identity      E[t] + S[s] + P[p] == [onehot(t) | onehot(s) | onehot(p)] @ vstack(E, S, P)
     param_counts         summing vs concatenating-then-projecting, for any sizes (BERT-base in BERT_BASE)
@@ -10,7 +10,6 @@ demo factories build the notebook's widgets. The training experiment lives in em
     probe_sum            random tables, summed; a least-squares probe reads each part back out
     nearest_code         random tables, summed (plus noise); decode (t, s, p) as the closest of all V*S*P sums
     embedding_parts      the real model's word / segment / position parts, sum and LayerNorm output
-    pair_demo, probe_demo
 
 The pretrained-table analyses (principal angles, probes, TUPE's four score terms) and the training
 experiment live in embedding_sum_experiment.py.
@@ -18,22 +17,18 @@ experiment live in embedding_sum_experiment.py.
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.drawing import LiveTickLabels, Update, bar_polygons, live, live_bars
-from qalib.pretrained import real_model
-from qalib.probes import fit_probe, probe_accuracy
-from qalib.validate import int_in, seed_list
+from qalib.lab.probes import fit_probe, probe_accuracy
+from qalib.nn.pretrained import real_model
+from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.drawing import LiveTickLabels, Update, bar_polygons, live, live_bars
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 BERT_BASE = {"vocab_size": 30522, "n_segments": 2, "n_positions": 512, "d_model": 768}  # released bert-base config
 
@@ -269,20 +264,6 @@ def plot_probe(fig, r) -> Update:
     return update
 
 
-def probe_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {
-        "d_model": W.IntSlider(value=64, min=2, max=384, step=2, description="d_model"),
-        "n_tokens": W.IntSlider(value=100, min=2, max=400, description="tokens V"),
-        "n_positions": W.IntSlider(value=64, min=1, max=200, description="positions P"),
-        "n_segments": W.IntSlider(value=2, min=1, max=8, description="segments S"),
-    }
-    return Demo(probe_sum, plot_probe, controls, title="How many dimensions does a sum of three embeddings need?",
-                figsize=(10, 3.6))
-
-
 # ---------------------------------------------------------------------------------------------
 # 3. The real model (all-MiniLM-L6-v2): its embedding parts and its word pieces
 # ---------------------------------------------------------------------------------------------
@@ -390,20 +371,3 @@ def plot_pair(fig, r) -> Update:
 
     update(r)
     return update
-
-
-def pair_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {
-        "text": W.Text(value="I love strawberries.", description="sentence A"),
-        "pair": W.Text(value="They are sweet.", description="sentence B"),
-        "token": W.IntSlider(value=3, min=0, max=40, description="token index"),
-        "after_norm": W.Checkbox(value=False, description="last row after LayerNorm"),
-    }
-    return Demo(pair_parts, plot_pair, controls, title="A sentence pair as BERT's embedding layer sees it",
-                figsize=(10, 3.8))
-
-
-DEMOS = [pair_demo, probe_demo]

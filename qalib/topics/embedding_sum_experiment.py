@@ -1,7 +1,7 @@
 """Notebook 04's experiments: the pretrained tables (subspaces, probes, TUPE's four score terms), and
 summed vs concatenated-and-projected embeddings trained on a sentence-pair task.
 
-qalib.data.PairTask (is B the continuation of A?) needs many more steps than a 2-core budget allows before a
+qalib.lab.data.PairTask (is B the continuation of A?) needs many more steps than a 2-core budget allows before a
 small model leaves chance. MarkerSegmentTask is a pair task where the segment ids carry the answer and a
 one-layer model learns it in ~100 steps: [CLS] A [SEP] B [SEP], random content tokens, one marker token;
 label 1 if the marker is in B. The split point between A and B varies, so positions alone cannot tell A from B.
@@ -18,14 +18,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.config import MiniBertConfig
-from qalib.data import CLS, N_SPECIAL, SEP, Batch
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.parallel import map_grid
-from qalib.probes import fit_probe
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import choices, int_in, seed_list
+from qalib.lab.data import CLS, N_SPECIAL, SEP, Batch
+from qalib.lab.parallel import map_grid
+from qalib.lab.probes import fit_probe
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 
 
@@ -80,7 +80,7 @@ def checkpoint_embedding_block(path=None) -> dict:
     and the trained LayerNorm gain. Read from model.safetensors directly, not through qalib's model."""
     from safetensors import safe_open
 
-    from qalib.pretrained import real_model_dir
+    from qalib.nn.pretrained import real_model_dir
 
     with safe_open(str(path or real_model_dir() / "model.safetensors"), "pt") as f:
         names = sorted(k for k in f.keys() if k.startswith("embeddings."))

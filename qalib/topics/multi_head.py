@@ -1,7 +1,7 @@
 """Notebook 07: why do Transformers need several heads?
 
-Compute functions (numbers in, dicts out), plots `plot_x(fig, result)` and the demos of the notebook.
-The training experiment, head pruning and the demo on the trained models live in multi_head_experiment.py.
+Compute functions (numbers in, dicts out) and plots `plot_x(fig, result)`; the demos are in multi_head_demos.py.
+The training experiment and head pruning live in multi_head_experiment.py.
 
     attention_parameter_count(384, 12)      # 4 d^2 + 4 d, whatever the number of heads
     attention_flops(512, 8, 128)            # the same matmul FLOPs for every h; h T^2 softmax entries
@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
@@ -23,15 +22,13 @@ import torch
 from matplotlib.collections import PathCollection
 from matplotlib.textpath import TextPath
 
-from qalib.attention import attention
-from qalib.config import MiniBertConfig
-from qalib.model import SelfAttention
-from qalib.pretrained import real_model
-from qalib.drawing import LiveTickLabels, Update, live, points_to_pixels
-from qalib.validate import float_in, int_in
+from qalib.nn.attention import attention
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import SelfAttention
+from qalib.nn.pretrained import real_model
+from qalib.nn.validate import float_in, int_in
+from qalib.notebook.drawing import LiveTickLabels, Update, live, points_to_pixels
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 # Vaswani et al. 2017, Table 3 row (A): base model, d_model = 512, dev set newstest2013 (EN-DE).
 VASWANI_TABLE3_A = {"n_heads": [1, 4, 8, 16, 32], "d_k": [512, 128, 64, 32, 16],
@@ -259,7 +256,7 @@ def plot_survey(fig, s: dict) -> None:
     ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.4, 1]})
     names = list(CATEGORIES) + ["broad"]
     codes = np.vectorize(names.index)(s["labels"])
-    im = ax1.imshow(codes, cmap="cividis", vmin=0, vmax=len(names) - 1, aspect="auto")
+    ax1.imshow(codes, cmap="cividis", vmin=0, vmax=len(names) - 1, aspect="auto")
     for (l, h), lab in np.ndenumerate(s["labels"]):
         ax1.text(h, l, lab.strip("[]")[:4], ha="center", va="center", fontsize=7,
                  color="w" if codes[l, h] < 3 else "k")
@@ -324,17 +321,6 @@ def plot_attention_map(fig, r: dict) -> Update:
 
     update(r)
     return update
-
-
-def attention_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"layer": W.Dropdown(options=list(range(6)), value=0, description="layer"),
-                "head": W.Dropdown(options=list(range(12)) + ["mean"], value=2, description="head"),
-                "text": W.Text(value=SENTENCES[0], description="sentence", layout=W.Layout(width="420px"))}
-    return Demo(attention_map, plot_attention_map, controls, title="all-MiniLM-L6-v2: one head's attention",
-                figsize=(9.5, 4.2))
 
 
 def plot_heads_view(fig, r: dict) -> Update:
@@ -421,17 +407,3 @@ def plot_readout(fig, r: dict) -> Update:
 
     update(r)
     return update
-
-
-def readout_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"m": W.IntSlider(value=4, min=2, max=8, description="symbols m"),
-                "heads": W.Dropdown(options=["one head", "two heads"], value="one head", description="heads"),
-                "left_weight": W.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="weight on x[t-1]")}
-    return Demo(readout_view, plot_readout, controls, title="One softmax = one average: can the pair be read back?",
-                figsize=(6.5, 4.0))
-
-
-DEMOS = [attention_demo, readout_demo]  # the trained models' demo: multi_head_experiment.DEMOS

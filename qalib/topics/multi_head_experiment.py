@@ -4,7 +4,7 @@
     res = run_heads_experiment((1, 2, 4, 8), seeds=(0, 1, 2), steps=125)
     res.accuracy                                       # (n_variants, n_seeds) held-out accuracy
     pruning_effect(res.models[(8, 0)], task)           # accuracy with each head zeroed, or each head alone
-    heads_demo(res)                                    # pick a trained model, remove one head
+    heads_view(res, n_heads=8, seed=0, remove=3)       # one trained model, one head removed (the demo's view)
 
 The models have one layer and Shaw relative positions (no absolute positions in the residual stream):
 then one head returns one weighted average of the value vectors, p v(x_{t-1}) + (1 - p) v(x_{t+1}),
@@ -17,22 +17,18 @@ import copy
 from dataclasses import dataclass, field
 
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import CLS, IGNORE, N_SPECIAL, SEP, Batch
-from qalib.model import MiniBert
-from qalib.parallel import map_runs
-from qalib.topics.multi_head import VASWANI_TABLE3_A, plot_heads_view
-from qalib.train import TrainConfig, evaluate
-from qalib.train_batched import train_seeds
-from qalib.validate import int_in, seed_list
-
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
+from qalib.lab.data import CLS, IGNORE, N_SPECIAL, SEP, Batch
+from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, evaluate
+from qalib.lab.train_batched import train_seeds
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import int_in, seed_list
+from qalib.topics.multi_head import VASWANI_TABLE3_A
 
 
 @dataclass
@@ -96,7 +92,7 @@ def run_heads_experiment(n_heads=(1, 2, 4, 8), seeds=(0, 1, 2), steps: int = 125
     int_in("steps", steps, 1)
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, log_every=max(1, steps // 25),
                             device=device)
-    # one batched run of all seeds per head count (qalib.train_batched); the head counts side by side on the cores
+    # one batched run of all seeds per head count (qalib.lab.train_batched); the head counts side by side on the cores
     per_variant = map_runs(partial(_train_variant, seeds=seeds, d_model=d_model, task=task, train_cfg=train_cfg),
                            list(n_heads), device)
     acc = np.array([[o["accuracy"] for o in outs] for outs in per_variant])      # (n_variants, n_seeds)
@@ -193,20 +189,3 @@ def heads_view(res: HeadsResult, n_heads: int, seed: int, remove) -> dict:
     return {"res": res, "n_heads": n_heads, "seed": seed, "remove": remove, "pruned_acc": pruned_acc,
             "profile": offset_profile(model, res.task, n=64), "accuracy": res.accuracy,
             "note": "" if remove == "none" else f"head {remove} zeroed in W_O (Michel et al.'s mask)"}
-
-
-def heads_demo(result: HeadsResult | None = None) -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    res = result if result is not None else _small_result()
-    compute = partial(heads_view, res)
-    controls = {"n_heads": W.Dropdown(options=res.n_heads, value=res.n_heads[-1], description="heads"),
-                "seed": W.Dropdown(options=res.seeds, value=res.seeds[0], description="seed"),
-                "remove": W.Dropdown(options=["none"] + list(range(max(res.n_heads))), value="none",
-                                     description="remove head")}
-    return Demo(compute, plot_heads_view, controls, title="Number of heads -> accuracy; prune one head",
-                figsize=(9.5, 3.8))
-
-
-DEMOS = [heads_demo]

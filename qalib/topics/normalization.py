@@ -1,4 +1,5 @@
-"""Notebook 06: why LayerNorm and not BatchNorm? The concepts and the two demos.
+"""Notebook 06: why LayerNorm and not BatchNorm? The concepts, and the views behind the two demos
+(normalization_demos.py builds the demos).
 
     normalize(x, dims)            (x - mean) / std over the reduced dims (biased variance, as both norms use)
     AXES[layout][kind]            which dims LayerNorm / BatchNorm reduce for text [N, L, E] and images [N, C, H, W]
@@ -14,17 +15,14 @@ normalization_experiment.py.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from qalib.norms import LayerNorm, RMSNorm, TokenBatchNorm
-from qalib.validate import choice, float_in, int_in
-from qalib.drawing import Change, Update, fixed_or_nice, live, most, set_limits
+from qalib.nn.norms import LayerNorm, RMSNorm, TokenBatchNorm
+from qalib.nn.validate import choice, float_in, int_in
+from qalib.notebook.drawing import Change, Update, fixed_or_nice, live, most, set_limits
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 # dims each norm averages over. Text (N sentences, L positions, E features); images (N, C channels, H, W).
 AXES = {
@@ -209,17 +207,6 @@ def plot_padding_effect(fig, r) -> Update:
     return update
 
 
-def padding_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    return Demo(padding_effect, plot_padding_effect, {
-        "batch_size": W.IntSlider(value=16, min=1, max=64, description="batch size"),
-        "pad_frac": W.FloatSlider(value=0.4, min=0.0, max=0.9, step=0.05, description="padding fraction"),
-        "outlier": W.FloatLogSlider(value=1.0, base=10, min=-1, max=1.5, step=0.05, description="outlier sentence x"),
-    }, title="One fixed sentence normalised inside different batches", figsize=(12, 3.8))
-
-
 # -- the sphere ---------------------------------------------------------------------------------
 @torch.no_grad()
 def sphere_geometry(d: int = 64, n: int = 256, seed: int = 0) -> dict:
@@ -331,16 +318,3 @@ def plot_running_stats(fig, r) -> Update:
 
     update(r)
     return update
-
-
-def running_stats_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    return Demo(running_stats_trace, plot_running_stats, {
-        "momentum": W.FloatSlider(value=0.1, min=0.0, max=1.0, step=0.01, description="momentum"),
-        "train_mode": W.ToggleButtons(options=[("train mode", True), ("eval mode", False)], value=True),
-    }, title="BatchNorm: running statistics against the batch's", figsize=(10, 3.8))
-
-
-DEMOS = [padding_demo, running_stats_demo]

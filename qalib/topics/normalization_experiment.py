@@ -17,15 +17,15 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
-from qalib.device import one_thread
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.norms import TokenBatchNorm
-from qalib.parallel import map_grid
-from qalib.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
-from qalib.validate import choices, int_in, seed_list
+from qalib.lab.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
+from qalib.lab.device import one_thread
+from qalib.lab.parallel import map_grid
+from qalib.lab.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.norms import TokenBatchNorm
+from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 NORM_LABELS = {"layer": "LayerNorm", "batch": "BatchNorm (pads included)", "batch_masked": "BatchNorm (pads masked)",
                "rms": "RMSNorm", "none": "no norm"}
@@ -311,7 +311,7 @@ def checkpoint_norm_tensors(path=None) -> dict:
     batch count), which a BatchNorm would need at inference."""
     from safetensors import safe_open
 
-    from qalib.pretrained import real_model_dir
+    from qalib.nn.pretrained import real_model_dir
 
     with safe_open(str(path or real_model_dir() / "model.safetensors"), "pt") as f:
         names = sorted(f.keys())

@@ -1,7 +1,7 @@
 """Notebook 16: BERT's, GPT's and T5's training objectives on one model size and one synthetic language.
 
-Compute functions (tensors or numbers in, tensors, numbers or dicts out), plots `plot_x(fig, result)` and the
-demos. The training runs live in objectives_experiment.py.
+Compute functions (tensors or numbers in, tensors, numbers or dicts out) and plots `plot_x(fig, result)`. The
+training runs live in objectives_experiment.py, the demos in objectives_demos.py.
 
     lang = objectives_language()                         # a bigram language (vocabulary 32), sequences of SEQ_LEN
     noise = random_spans_noise_mask(20, g)               # T5's sampler: (1, 20) bool, round(0.15 * 20) = 3 noise tokens
@@ -13,7 +13,6 @@ demos. The training runs live in objectives_experiment.py.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import matplotlib as mpl
 import matplotlib.ticker
@@ -22,15 +21,13 @@ import torch
 from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.transforms import ScaledTranslation
 
-from qalib.config import DecoderConfig
-from qalib.data import IGNORE, MASK, N_SPECIAL, PAD, SEP, SyntheticLanguage, mask_tokens
-from qalib.decoder import DecoderLM, EncoderDecoder
-from qalib.drawing import (LiveTickLabels, Update, bar_polygons, label_path, limits_with_margins, live, live_bars,
+from qalib.lab.data import IGNORE, MASK, N_SPECIAL, PAD, SEP, SyntheticLanguage, mask_tokens
+from qalib.nn.config import DecoderConfig
+from qalib.nn.decoder import DecoderLM, EncoderDecoder
+from qalib.notebook.drawing import (LiveTickLabels, Update, bar_polygons, label_path, limits_with_margins, live, live_bars,
                            points_to_pixels, text_width)
-from qalib.validate import choice, float_in, int_in, probability, seed_int
+from qalib.nn.validate import choice, float_in, int_in, probability, seed_int
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 OBJECTIVES = ("mlm", "causal", "span")
 NAMES = {"mlm": "masked LM (BERT)", "causal": "causal LM (GPT)", "span": "span corruption (T5)"}
@@ -44,7 +41,7 @@ NOISE_DENSITY, MEAN_SPAN = 0.15, 3.0  # t5/data/preprocessors.py span_corruption
 
 
 def objectives_language(seed: int = 0) -> SyntheticLanguage:
-    """A bigram language: each token is one of 4 successors of the previous one, uniformly (qalib.data's
+    """A bigram language: each token is one of 4 successors of the previous one, uniformly (qalib.lab.data's
     SyntheticLanguage with p_lag = 0), so the next token given the past has entropy ln 4, and a token is pinned
     down far better by both its neighbours. decoding.true_next_probs gives its exact next-token distribution."""
     return SyntheticLanguage(vocab_size=LANG_VOCAB, branching=4, lag=4, p_lag=0.0, seed=seed)
@@ -145,7 +142,7 @@ def span_corrupt(ids: torch.Tensor, generator=None, noise_density: float = NOISE
 def objective_batch(objective: str, ids: torch.Tensor, generator=None) -> dict:
     """The training example of one objective from clean (B, T) ids. -> {"inputs": what the (encoder) network reads,
     "decoder_in" (span only): the shifted target, "labels": same shape as the predicting positions' logits,
-    IGNORE where no loss}. mlm: BERT's 15% with 80/10/10 (qalib.data.mask_tokens, random tokens from the language's
+    IGNORE where no loss}. mlm: BERT's 15% with 80/10/10 (qalib.lab.data.mask_tokens, random tokens from the language's
     content ids); causal: position t predicts t + 1; span: the decoder predicts the target (teacher forcing)."""
     choice("objective", objective, OBJECTIVES)
     if objective == "mlm":
@@ -345,19 +342,6 @@ def plot_corruption(fig, r: dict) -> Update:
     return update
 
 
-def corruption_demo() -> "Demo":
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"objective": W.Dropdown(options=[(NAMES[o], o) for o in OBJECTIVES], value="span", description="objective"),
-                "rate": W.FloatSlider(value=0.15, min=0.05, max=0.5, step=0.05, description="mask / noise rate"),
-                "mean_span": W.FloatSlider(value=3.0, min=1.5, max=8.0, step=0.5, description="mean span (T5)"),
-                "length": W.IntSlider(value=SEQ_LEN, min=8, max=64, description="length"),
-                "seed": W.IntSlider(value=0, min=0, max=20, description="seed")}
-    return Demo(corruption_view, plot_corruption, controls, title="What each objective reads and predicts",
-                figsize=(9, 3.2))
-
-
 # -- training signals and compute per sequence (demo 2) ----------------------------------------
 def signals_view(length: int = SEQ_LEN, rate: float = 0.15, mean_span: float = MEAN_SPAN, d_model: int = 32) -> dict:
     """Expected text tokens carrying a loss per sequence, and counted training FLOPs per sequence (step_flops with
@@ -450,17 +434,6 @@ def plot_signals(fig, r: dict) -> Update:
     return update
 
 
-def signals_demo() -> "Demo":
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"length": W.IntSlider(value=SEQ_LEN, min=4, max=64, description="length"),
-                "rate": W.FloatSlider(value=0.15, min=0.05, max=0.5, step=0.05, description="mask / noise rate"),
-                "mean_span": W.FloatSlider(value=3.0, min=1.5, max=8.0, step=0.5, description="mean span (T5)"),
-                "d_model": W.IntSlider(value=32, min=8, max=512, step=8, description="d_model")}
-    return Demo(signals_view, plot_signals, controls, title="Training signals and compute per sequence", figsize=(9, 3.4))
-
-
 # -- attention patterns read from the trained models -------------------------------------------
 def attention_maps(models: dict, ids: torch.Tensor, example: int = 0) -> dict:
     """{objective: model} and (B, T) clean ids -> {panel name: (T_q, T_k) layer-0 attention, mean over heads} of one
@@ -490,6 +463,3 @@ def plot_attention_maps(fig, maps: dict) -> None:
         ax.set_title(name, fontsize=8)
         ax.set(xlabel="key", ylabel="query", xticks=[], yticks=[])
         ax.grid(False)
-
-
-DEMOS = [corruption_demo, signals_demo]

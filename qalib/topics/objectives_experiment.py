@@ -18,16 +18,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.data import IGNORE, MASK, N_SPECIAL, UNK
-from qalib.device import get_device, one_thread
-from qalib.generate import generate
-from qalib.parallel import map_runs
-from qalib.probes import fit_probe, probe_accuracy
+from qalib.lab.data import IGNORE, MASK, N_SPECIAL, UNK
+from qalib.lab.device import get_device, one_thread
+from qalib.lab.parallel import map_runs
+from qalib.lab.probes import fit_probe, probe_accuracy
+from qalib.nn.generate import generate
 from qalib.topics.decoding import kl, true_next_probs
 from qalib.topics.objectives import (DECODER_START, EOS, LANG_VOCAB, OBJECTIVES, SEQ_LEN, build_model, logits_of,
                                      model_config, n_params, objective_batch, objectives_language, sentinel, span_corrupt,
                                      step_flops)
-from qalib.validate import choice, int_in, seed_list
+from qalib.nn.validate import choice, int_in, seed_list
 
 PROBE_LEN = SEQ_LEN - 3  # probed text (+ EOS for T5's encoder = its training input length, SEQ_LEN - 2)
 PROBE_SEED = 4242   # the probes' text, the same for every model
@@ -52,7 +52,7 @@ def probe_text(n: int, seed: int = PROBE_SEED) -> torch.Tensor:
 
 
 def probe_scores(model, objective: str, train_ids: torch.Tensor, test_ids: torch.Tensor) -> dict:
-    """Linear probes (least squares, qalib.probes) on the frozen output at positions 1 .. T-2, reading the token to
+    """Linear probes (least squares, qalib.lab.probes) on the frozen output at positions 1 .. T-2, reading the token to
     the RIGHT (t + 1: needs the right context) and the token to the LEFT (t - 1). -> {"next": acc, "previous": acc}
     on the held-out text."""
     def rows(ids):
@@ -191,7 +191,7 @@ class ObjectivesResult:
 @one_thread()
 def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_probe: int = 256, checkpoints: int = 4,
                    device: str | None = None) -> ObjectivesResult:
-    """Every objective x seed, side by side on the CPU cores (qalib.parallel)."""
+    """Every objective x seed, side by side on the CPU cores (qalib.lab.parallel)."""
     seeds = seed_list("seeds", seeds)
     int_in("steps", steps, 1, 100_000)
     int_in("checkpoints", checkpoints, 1, steps)
@@ -244,7 +244,7 @@ def next_token_kl(model, objective: str, text: torch.Tensor, lengths=(4, 8, 12, 
 
 @torch.no_grad()
 def generate_text(model, objective: str, prompt: torch.Tensor, new_tokens: int, seed: int = 0) -> torch.Tensor:
-    """(B, P) prompt -> (B, P + new_tokens) sampled at temperature 1. causal: qalib.generate. mlm: the trick, one
+    """(B, P) prompt -> (B, P + new_tokens) sampled at temperature 1. causal: qalib.nn.generate. mlm: the trick, one
     appended [MASK] per step, sampled, written in, and the whole sequence read again. A sentinel id, which is no
     token of the language, comes back as [UNK], so the truth (decoding.true_logprobs) counts it as impossible."""
     choice("objective", objective, ("mlm", "causal"))

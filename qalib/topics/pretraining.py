@@ -1,22 +1,20 @@
 """Notebook 11: BERT's pre-training objectives, masked-LM (15%, 80/10/10) and next-sentence prediction.
 
-Compute functions are pure and seeded; plot functions draw on a figure; demo factories build the widgets.
+Compute functions are pure and seeded; plot functions draw on a figure; the demos are in pretraining_demos.py.
 The mini-BERT pre-training experiment (100/0/0 vs 80/10/10 masking) lives in pretraining_experiment.py.
 
     expected_fractions    closed form: share of ALL tokens that become [MASK] / random / stay (and are predicted)
-    sampled_fractions     qalib.data.mask_tokens on many random tokens: the same shares, measured
+    sampled_fractions     qalib.lab.data.mask_tokens on many random tokens: the same shares, measured
     visible_token_trust   how often a visible (non-[MASK]) input token is the true one
     mask_sentence         the rule on a typed sentence through the real WordPiece tokenizer
-    pair_stats            qalib.data.PairTask: label rate, segment layout, a one-transition NSP shortcut
+    pair_stats            qalib.lab.data.PairTask: label rate, segment layout, a one-transition NSP shortcut
     segment_effect        all-MiniLM-L6-v2: how much changing token_type_ids moves the hidden states
-    masking_demo, segment_demo
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import matplotlib as mpl
 import numpy as np
@@ -27,15 +25,13 @@ from matplotlib.patches import BoxStyle
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath, text_to_path
 
-from qalib.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens, masking_rates
-from qalib.device import one_thread
-from qalib.drawing import (Change, LiveTickLabels, Panels, Update, bar_polygons, fixed_or_nice, live, live_bars, most,
+from qalib.lab.data import IGNORE, MASK, N_SPECIAL, PairTask, mask_tokens, masking_rates
+from qalib.lab.device import one_thread
+from qalib.notebook.drawing import (Change, LiveTickLabels, Panels, Update, bar_polygons, fixed_or_nice, live, live_bars, most,
                            nice_ceiling, points_to_pixels, set_limits)
-from qalib.pretrained import real_model, real_model_name
-from qalib.validate import int_in, probability, seed_int
+from qalib.nn.pretrained import real_model
+from qalib.nn.validate import int_in, probability, seed_int
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 # Paper tables quoted in the notebook (dev-set numbers). Sources in the notebook's references.
 BERT_TABLE8 = {  # Devlin et al. 2019, appendix C.2, Table 8: masking rates MASK/SAME/RND
@@ -129,7 +125,7 @@ def mask_wordpiece(ids: torch.Tensor, tok, generator, mlm_prob=0.15, mask_frac=0
     random replacements come from the whole vocabulary (as in google-research/bert create_pretraining_data.py)."""
     corrupted, labels = mask_tokens(ids, tok.vocab_size, generator, mlm_prob, mask_frac, random_frac,
                                     maskable=maskable_pieces(ids, tok))
-    # qalib.data writes its own [MASK] id (4, "[unused3]" in this vocabulary); the tokenizer never emits 4
+    # qalib.lab.data writes its own [MASK] id (4, "[unused3]" in this vocabulary); the tokenizer never emits 4
     corrupted = torch.where((labels != IGNORE) & (corrupted == MASK), torch.full_like(ids, tok.mask_id), corrupted)
     return corrupted, labels
 
@@ -286,21 +282,6 @@ def plot_masked_sentence(fig, r) -> Update:
     return update
 
 
-def masking_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {
-        "text": W.Text(value="The quick brown fox jumps over the lazy dog near the riverbank.", description="sentence"),
-        "mlm_prob": W.FloatSlider(value=0.15, min=0.0, max=1.0, step=0.05, description="mlm_prob"),
-        "mask_frac": W.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.05, description="[MASK] share"),
-        "random_frac": W.FloatSlider(value=0.1, min=0.0, max=1.0, step=0.05, description="random share"),
-        "seed": W.IntSlider(value=0, min=0, max=50, description="redraw seed"),
-    }
-    return Demo(mask_sentence, plot_masked_sentence, controls, title="BERT's masking rule on your sentence",
-                figsize=(10, 3.4))
-
-
 # ---------------------------------------------------------------------------------------------
 # 3. Next-sentence prediction: pairs and segments
 # ---------------------------------------------------------------------------------------------
@@ -433,21 +414,3 @@ def plot_segment_effect(fig, r) -> Update:
 
     update(r)
     return update
-
-
-def segment_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    n_layers = real_model()[0].cfg.n_layers  # 6 in MiniLM
-    controls = {
-        "text_a": W.Text(value="The cat sat on the mat.", description="sentence A"),
-        "text_b": W.Text(value="It was warm there.", description="sentence B"),
-        "mode": W.Dropdown(options=["zero", "ones", "swap"], value="zero", description="new segment ids"),
-        "layer": W.IntSlider(value=n_layers, min=0, max=n_layers, description="layer"),
-    }
-    return Demo(segment_view, plot_segment_effect, controls, title=f"What the segment ids do in {real_model_name()}",
-                figsize=(10, 3.4))
-
-
-DEMOS = [masking_demo, segment_demo]

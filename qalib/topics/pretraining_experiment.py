@@ -19,15 +19,15 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, MASK, N_SPECIAL, MLMTask, SyntheticLanguage, mask_tokens, with_cls_sep
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.parallel import map_runs
-from qalib.probes import fit_probe, probe_accuracy
-from qalib.train import TrainConfig
-from qalib.train_batched import train_seeds
-from qalib.validate import choices, int_in, seed_list
+from qalib.lab.data import IGNORE, N_SPECIAL, MLMTask, SyntheticLanguage, mask_tokens, with_cls_sep
+from qalib.lab.parallel import map_runs
+from qalib.lab.probes import fit_probe, probe_accuracy
+from qalib.lab.train import TrainConfig
+from qalib.lab.train_batched import train_seeds
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 VARIANTS = {"100/0/0": (1.0, 0.0), "80/10/10": (0.8, 0.1)}  # (mask_frac, random_frac); keep = the rest
 
@@ -106,7 +106,7 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_layer
     lang = experiment_language()
     cfg = experiment_config(d_model, n_layers)
     start = time.perf_counter()
-    # one batched run of all seeds per rule (qalib.train_batched); the rules side by side on the CPU cores
+    # one batched run of all seeds per rule (qalib.lab.train_batched); the rules side by side on the CPU cores
     train_one = partial(_train_variant, seeds=seeds, lang=lang, cfg=cfg, seq_len=seq_len, n_probe=n_probe,
                         train_cfg=TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 10),
                                               log_every=max(1, steps // 20), device=device))

@@ -1,8 +1,8 @@
 """Notebook 09: attention as a Markov chain, the Gaussian-kernel identity, and rank collapse.
 
-Compute functions (tensors in, dicts out, seeded, float64 where round-off matters), plot functions
-`plot_x(fig, result)` and the demos. The training experiment and the all-MiniLM-L6-v2 measurements live in
-qalib/topics/random_walk_experiment.py.
+Compute functions (tensors in, dicts out, seeded, float64 where round-off matters) and plot functions
+`plot_x(fig, result)`; the demos are in random_walk_demos.py. The training experiment and the all-MiniLM-L6-v2
+measurements live in qalib/topics/random_walk_experiment.py.
 
     P = softmax(Q K^T / sqrt(d))          rows sum to 1: a transition matrix (Coifman & Lafon 2006)
     exp(q.k/s) = exp(-|q-k|^2/2s) exp(|q|^2/2s) exp(|k|^2/2s)   exact; the query factor cancels in each row
@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.device import one_thread
-from qalib.drawing import Change, Update, bar_polygons, limits_with_margins, live, live_bars, log_ticks, set_limits
-from qalib.validate import float_in, int_in, seed_list
+from qalib.lab.device import one_thread
+from qalib.nn.validate import float_in, int_in, seed_list
+from qalib.notebook.drawing import Change, Update, bar_polygons, limits_with_margins, live, live_bars, log_ticks, set_limits
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 FLOAT_FLOOR = 1e-16  # float64 round-off: a mean-removed ratio below this is "fully collapsed"
 MARKOV_STEPS = 128  # markov_demo's largest t; its distance curve always runs this far, so its axis stays put
@@ -334,19 +331,6 @@ def plot_markov_demo(fig, r) -> Update:
     return update
 
 
-def markov_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {
-        "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1.3, max=1.3, step=0.05, description="temperature τ"),
-        "t": W.IntSlider(value=8, min=0, max=MARKOV_STEPS, description="steps t"),
-        "kernel": W.Dropdown(options=["Q = K = X (symmetric)", "W_q ≠ W_k (random heads)"], description="scores"),
-    }
-    return Demo(markov_demo_compute, plot_markov_demo, controls, title="P = softmax(q·k / (τ√d)) as a random walk",
-                figsize=(10, 3.3))
-
-
 # ---------------------------------------------------------------------------------------------
 # Demo 2: depth and residual on/off -> the collapse curve
 # ---------------------------------------------------------------------------------------------
@@ -390,22 +374,3 @@ def plot_collapse_demo(fig, r) -> Update:
 
     update(r)
     return update
-
-
-def collapse_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {
-        "depth": W.IntSlider(value=12, min=1, max=COLLAPSE_DEPTH, description="layers"),
-        "residual": W.Checkbox(value=False, description="residual"),
-        "mlp": W.Checkbox(value=False, description="MLP"),
-        "layer_norm": W.Checkbox(value=False, description="LayerNorm"),
-        "qk_gain": W.FloatSlider(value=1.0, min=0.0, max=4.0, step=0.25, description="W_q gain"),
-    }
-    title = (f"Stacked attention, random weights (n = {COLLAPSE_TOKENS}, d = {COLLAPSE_DIM}, 3 seeds, band = min..max):"
-             " depth, residual, MLP")
-    return Demo(collapse_demo_compute, plot_collapse_demo, controls, title=title, figsize=(9, 3.3))
-
-
-DEMOS = [markov_demo, collapse_demo]

@@ -14,18 +14,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, MLMTask, SyntheticLanguage
-from qalib.model import MiniBert
-from qalib.parallel import map_grid
-from qalib.device import one_thread
-from qalib.drawing import log_ticks, seed_band
+from qalib.lab.data import IGNORE, MLMTask, SyntheticLanguage
+from qalib.lab.device import one_thread
+from qalib.lab.parallel import map_grid
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.drawing import log_ticks, seed_band
 from qalib.topics.random_walk import FLOAT_FLOOR, LOG_AXIS_TICKS, collapse_ratio, effective_rank, stationary
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import int_in, seed_list
 
 VARIANTS = {"residual": True, "no residual": False}
-EVAL_SEED = 12345  # qalib.train.evaluate's default evaluation seed
+EVAL_SEED = 12345  # qalib.lab.train.evaluate's default evaluation seed
 
 
 # ---------------------------------------------------------------------------------------------

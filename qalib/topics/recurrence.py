@@ -1,7 +1,7 @@
 """Notebook 13: why attention replaced recurrence (path length, sequential steps, cost per layer, soft lookup).
 
-Compute functions (tensors or numbers in, dicts out), plots `plot_x(fig, result)` and the demos. The training
-runs (accuracy against distance) live in recurrence_experiment.py.
+Compute functions (tensors or numbers in, dicts out) and plots `plot_x(fig, result)`; the demos are in
+recurrence_demos.py. The training runs (accuracy against distance) live in recurrence_experiment.py.
 
     task = MarkedRecall(distance=64)                  # recall the one marked token, `distance` tokens back
     model = make_model("gru", max_len=65)             # torch.nn.GRU, or a one-layer mini-BERT ("attention")
@@ -20,7 +20,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -28,16 +28,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from qalib.attention import attention
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, N_SPECIAL, Batch
-from qalib.device import one_thread
-from qalib.drawing import Update, decade_ticks, limits_with_margins, live, seed_band
-from qalib.model import MiniBert
-from qalib.validate import choice, float_in, int_in, seed_list
+from qalib.lab.data import IGNORE, N_SPECIAL, Batch
+from qalib.lab.device import one_thread
+from qalib.nn.attention import attention
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choice, float_in, int_in, seed_list
+from qalib.notebook.drawing import Update, decade_ticks, limits_with_margins, live, seed_band
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 KINDS = ("gru", "lstm", "attention")
 N_MARKED, N_PLAIN = 8, 16  # symbols the answer is drawn from; symbols of the distractors (a disjoint set)
@@ -76,7 +74,7 @@ class RecurrentOutput(NamedTuple):
 
 class RecurrentLM(nn.Module):
     """Embedding -> torch.nn.GRU (or LSTM), one layer, left to right -> linear read-out. Same interface as MiniBert
-    for qalib.train: forward(input_ids, ...) -> .last_hidden_state, and mlm_logits(hidden)."""
+    for qalib.lab.train: forward(input_ids, ...) -> .last_hidden_state, and mlm_logits(hidden)."""
 
     def __init__(self, cell: str = "gru", vocab_size: int = VOCAB, hidden: int = WIDTH) -> None:
         super().__init__()
@@ -207,13 +205,13 @@ def count_products(kind: str = "gru", lengths=(16, 64, 256), batch_size: int = 2
 @torch.no_grad()
 @one_thread()
 def teacher_forcing(n: int = 16, seed: int = 0) -> dict:
-    """A small causal DecoderLM (qalib.decoder). Training: one forward pass over n tokens gives all n next-token
-    distributions (the causal mask makes position t see only tokens <= t). Generation: qalib.generate produces n
+    """A small causal DecoderLM (qalib.nn.decoder). Training: one forward pass over n tokens gives all n next-token
+    distributions (the causal mask makes position t see only tokens <= t). Generation: qalib.nn.generate produces n
     tokens from a 1-token prompt, and a forward hook counts the model calls it makes (with the KV cache). The
     same n distributions computed one position at a time from the cache differ from the one-pass ones by max_diff."""
-    from qalib.config import DecoderConfig
-    from qalib.decoder import DecoderLM
-    from qalib.generate import generate
+    from qalib.nn.config import DecoderConfig
+    from qalib.nn.decoder import DecoderLM
+    from qalib.nn.generate import generate
 
     n = int_in("n", n, 2, 256)
     torch.manual_seed(seed)
@@ -325,16 +323,6 @@ def plot_cost_view(fig, r: dict) -> Update:
     return update
 
 
-def cost_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"n": W.IntSlider(value=256, min=8, max=8192, step=8, description="sequence length n"),
-                "d": W.IntSlider(value=64, min=16, max=1024, step=16, description="width d")}
-    return Demo(cost_view, plot_cost_view, controls, title="Vaswani Table 1: FLOPs per layer, attention vs recurrence",
-                figsize=(9, 3.6))
-
-
 # -- 4. Q, K, V as a soft dictionary lookup -----------------------------------------------------
 N_KEYS, KEY_DIM = 6, 8
 
@@ -391,16 +379,6 @@ def plot_soft_lookup(fig, r: dict) -> Update:
     return update
 
 
-def lookup_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"temperature": W.FloatLogSlider(value=1.0, base=10, min=-3, max=3, step=0.1, description="temperature T"),
-                "target": W.IntSlider(value=2, min=0, max=N_KEYS - 1, description="query near key"),
-                "blend": W.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.05, description="blend with next key")}
-    return Demo(soft_lookup, plot_soft_lookup, controls, title="Attention as a soft dictionary lookup", figsize=(10, 3.4))
-
-
 @torch.no_grad()
 def self_match_rate(shared: bool, d: int = 32, n_tokens: int = 16, seeds=(0, 1, 2, 3, 4)) -> np.ndarray:
     """Per seed: the share of queries whose highest-scoring key is their own token, for n_tokens random tokens
@@ -416,6 +394,3 @@ def self_match_rate(shared: bool, d: int = 32, n_tokens: int = 16, seeds=(0, 1, 
         scores = (x @ w_q) @ (x @ w_k).T  # (n, n): query i against key j
         rates.append(float((scores.argmax(1) == torch.arange(n_tokens)).float().mean()))
     return np.array(rates)
-
-
-DEMOS = [lookup_demo, cost_demo]

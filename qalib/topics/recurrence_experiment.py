@@ -15,10 +15,10 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.parallel import map_runs
+from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.validate import choices, int_in, seed_list
 from qalib.topics.recurrence import N_MARKED, MarkedRecall, make_model
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import choices, int_in, seed_list
 
 MODELS = ("gru", "attention")
 

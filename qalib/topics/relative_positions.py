@@ -12,18 +12,15 @@ relative_positions_experiment.py.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
 import torch
 
-from qalib.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
-from qalib.drawing import Change, Update, live, live_title, most, set_limits
-from qalib.validate import choice, int_in, sinusoid_base, sinusoid_width
+from qalib.nn.positions import Rotary, alibi_slopes, relative_offsets, t5_buckets
+from qalib.nn.validate import choice, int_in, sinusoid_base, sinusoid_width
+from qalib.notebook.drawing import Change, Update, live, live_title, most, set_limits
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 METHODS = ("shaw", "relative_key_query", "t5", "rotary", "alibi")
 LABELS = {"shaw": "Shaw et al. (q.a)", "relative_key_query": "Huang m4 (q.a + k.a)", "t5": "T5 buckets",
@@ -162,20 +159,6 @@ def plot_bias(fig, r: dict) -> Update:
     return update
 
 
-def bias_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    methods = [(LABELS[m], m) for m in METHODS]
-    return Demo(lambda method, clip, t, same_content: bias_matrix(method, t, clip, same_content=same_content),
-                plot_bias,
-                {"method": W.Dropdown(options=methods, value="shaw"),
-                 "clip": W.IntSlider(value=3, min=0, max=16, description="clip k"),
-                 "t": W.IntSlider(value=20, min=2, max=BIAS_MAX_T, description="length T"),
-                 "same_content": W.Checkbox(value=True, description="same token everywhere")},
-                title="What each scheme adds to the attention scores", figsize=(11, 3.4))
-
-
 def rotary_profile(d_head: int = 32, base: float = 10000.0, start: int = 0, t: int = 64, seed: int = 0) -> dict:
     """q.k after rotation as a function of the offset n - m, for a query at `start` and at `start + 17`:
     the two curves coincide (only the offset matters). Also two curves that decay with the offset: the score of
@@ -248,17 +231,6 @@ def plot_rotary(fig, r: dict) -> Update:
     return update
 
 
-def rotary_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    return Demo(rotary_profile, plot_rotary,
-                {"d_head": W.IntSlider(value=32, min=2, max=128, step=2, description="head size d"),
-                 "base": W.FloatLogSlider(value=10000.0, base=10, min=1, max=6, step=0.25, description="base"),
-                 "start": W.IntSlider(value=0, min=0, max=200, description="query position m")},
-                title="Rotary: the score depends on the offset only", figsize=(10, 3.3))
-
-
 def slopes_and_buckets(n_heads: int = 8, n_buckets: int = 32, max_distance: int = 128) -> dict:
     """ALiBi's per-head slopes and T5's bucket of every offset in [-2 max_distance, 2 max_distance]."""
     int_in("n_heads", n_heads, 1, 64)
@@ -317,18 +289,6 @@ def plot_slopes_and_buckets(fig, r: dict) -> Update:
     return update
 
 
-def slopes_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    return Demo(slopes_and_buckets, plot_slopes_and_buckets,
-                {"n_heads": W.IntSlider(value=8, min=1, max=ALIBI_MAX_HEADS, description="ALiBi heads"),
-                 "n_buckets": W.IntSlider(value=32, min=4, max=64, step=2, description="T5 buckets"),
-                 "max_distance": W.IntSlider(value=128, min=20, max=512, description="T5 max distance")},
-                title="ALiBi slopes and T5 buckets", figsize=(10, 3.3))
-
-
-
 def plot_gallery(fig, results: list[dict]) -> None:
     """One bias matrix per method, side by side (signed colour map centred on 0)."""
     axes = fig.subplots(1, len(results))
@@ -339,6 +299,3 @@ def plot_gallery(fig, results: list[dict]) -> None:
         ax.set_xticks([]), ax.set_yticks([])
     np.atleast_1d(axes)[0].set_ylabel("query i")
     fig.suptitle("the bias each scheme adds to the scores (red > 0 > blue; same token everywhere)")
-
-
-DEMOS = [bias_demo, rotary_demo, slopes_demo]

@@ -17,13 +17,13 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import MLMTask, ProbeTask, SyntheticLanguage
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.parallel import map_runs
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import choice, int_in, seed_list
+from qalib.lab.data import MLMTask, ProbeTask, SyntheticLanguage
+from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choice, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 POSITIONS = ("learned", "sinusoidal", "shaw", "relative_key_query", "rotary", "alibi")
 
@@ -84,7 +84,7 @@ def length_accuracy(model: MiniBert, setup: ProbeSetup, factor: int = 2) -> tupl
 
 def run_variants(variants, seeds=(0, 1, 2), setup: ProbeSetup = ProbeSetup(), device=None) -> dict:
     """Train each (pos, clip) variant for each seed; accuracy at L and 2L. -> arrays (n_variants, n_seeds).
-    The runs are independent and go side by side on the CPU cores (qalib.parallel)."""
+    The runs are independent and go side by side on the CPU cores (qalib.lab.parallel)."""
     variants = [tuple(v) for v in variants]
     seeds = seed_list("seeds", seeds)
     if not variants:
@@ -148,7 +148,7 @@ def train_mlm_relative(seed: int = 0, steps: int = 200, clip: int = 8, seq_len: 
 
 
 def train_mlm_runs(seeds=(0, 1, 2), steps: int = 200, device=None) -> list[MLMRun]:
-    """train_mlm_relative for each seed, side by side on the CPU cores (qalib.parallel)."""
+    """train_mlm_relative for each seed, side by side on the CPU cores (qalib.lab.parallel)."""
     return map_runs(partial(_mlm_run, steps=steps, device=device), seed_list("seeds", seeds), device)
 
 

@@ -7,18 +7,15 @@ The training ablation of section 5 lives in scaled_attention_experiment.py.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from qalib.attention import attention, entropy, softmax_jacobian
-from qalib.config import SCALINGS
-from qalib.drawing import Change, Update, live
-from qalib.validate import choice, float_in, int_in, slider_int
+from qalib.nn.attention import attention, entropy, softmax_jacobian
+from qalib.nn.config import SCALINGS
+from qalib.nn.validate import choice, float_in, int_in, slider_int
+from qalib.notebook.drawing import Change, Update, live
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 INITS = ("xavier_head", "xavier_full", "bert_0.02")
 
@@ -292,24 +289,3 @@ def plot_real_scores(fig, r) -> None:
 # ---------------------------------------------------------------------------------------------
 def _attention_compute(d_k, scaling):
     return attention_stats(slider_int("d_k", d_k), scaling)  # the FloatLogSlider's 2.0 ** k
-
-
-def attention_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"d_k": W.FloatLogSlider(value=64, base=2, min=0, max=12, step=1, description="d_k"),
-                "scaling": W.Dropdown(options=list(SCALINGS), value="inv_sqrt_dk", description="scaling")}
-    return Demo(_attention_compute, plot_attention, controls, title="Random unit-variance q, k: logits and attention")
-
-
-def saturation_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"a": W.FloatLogSlider(value=1.0, base=10, min=-2, max=3, step=0.1, description="a"),
-                "temperature": W.FloatLogSlider(value=1.0, base=10, min=-1, max=2, step=0.1, description="temperature T")}
-    return Demo(saturation, plot_saturation, controls, title="softmax([a, a, 2a] / T): probabilities and gradient")
-
-
-DEMOS = [attention_demo, saturation_demo]

@@ -18,13 +18,13 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import CLS, IGNORE, N_SPECIAL, Batch
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.parallel import map_grid
-from qalib.train import TrainConfig, train
-from qalib.validate import choices, int_in, seed_list
+from qalib.lab.data import CLS, IGNORE, N_SPECIAL, Batch
+from qalib.lab.parallel import map_grid
+from qalib.lab.train import TrainConfig, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 SCALES = ("inv_sqrt_dk", "none", "inv_dk")
 

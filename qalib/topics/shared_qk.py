@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from qalib.positions import offset_matrix, sinusoidal
-from qalib.pretrained import real_model
-from qalib.drawing import Change, Update, fixed_or_nice, live, set_limits
-from qalib.validate import choice, int_in, positive, seed_list
+from qalib.nn.positions import offset_matrix, sinusoidal
+from qalib.nn.pretrained import real_model
+from qalib.nn.validate import choice, int_in, positive, seed_list
+from qalib.notebook.drawing import Change, Update, fixed_or_nice, live, set_limits
 
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
 
 INPUT_KINDS = ("gaussian", "layernorm", "pretrained")
 FORMS = ("separate", "symmetric part", "shared (PSD)", "shared + mask self", "shared + causal + mask self")
@@ -162,20 +159,6 @@ def plot_diagonal_demo(fig, r) -> Update:
     return update
 
 
-def diagonal_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {
-        "d": W.IntSlider(value=32, min=2, max=256, step=2, description="d"),
-        "n": W.IntSlider(value=16, min=2, max=MAX_TOKENS, description="tokens n"),
-        "kind": W.Dropdown(options=list(INPUT_KINDS), value="gaussian", description="inputs"),
-        "tied": W.Checkbox(value=True, description="tie W_q = W_k"),
-    }
-    return Demo(diagonal_demo_compute, plot_diagonal_demo, controls,
-                title="Shared or separate projections: where does each token look?", figsize=(9.5, 3.8))
-
-
 # ---------------------------------------------------------------------------------------------
 # Directed relations: "attend k tokens back" with positions only
 # ---------------------------------------------------------------------------------------------
@@ -252,23 +235,6 @@ def plot_directed(fig, r) -> Update:
 
     update(r)
     return update
-
-
-def directed_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {
-        "form": W.Dropdown(options=list(FORMS), value="separate", description="scores"),
-        "k": W.IntSlider(value=1, min=1, max=4, description="k back"),
-        "n": W.IntSlider(value=16, min=3, max=MAX_TOKENS, description="tokens n"),
-        "sharpness": W.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.1, description="sharpness"),
-    }
-    return Demo(directed_scores, plot_directed, controls,
-                title="Can a symmetric score say 'look k tokens back'?", figsize=(9.5, 3.8))
-
-
-DEMOS = [diagonal_demo, directed_demo]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,7 +321,7 @@ def pretrained_diagonal(model, tok, text: str = SENTENCE) -> dict:
 def init_diagonal(cfg, n_tokens: int = 64, seed: int = 0) -> dict[str, float]:
     """A freshly initialised MiniBert(cfg) on random tokens: layer-0 rows whose argmax is the diagonal, and the
     mean attention probability on the diagonal (the softmax mass the source article says 'approaches 1')."""
-    from qalib.model import MiniBert
+    from qalib.nn.model import MiniBert
 
     n_tokens = int_in("n_tokens", n_tokens, 2, cfg.max_len)
     torch.manual_seed(seed)

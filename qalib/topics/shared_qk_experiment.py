@@ -14,13 +14,13 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import ProbeTask
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.parallel import map_grid
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import choices, int_in, seed_list
+from qalib.lab.data import ProbeTask
+from qalib.lab.parallel import map_grid
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 VARIANTS = {
     "separate": {},
@@ -32,7 +32,7 @@ VARIANTS = {
 def probe_config(task: ProbeTask, d_model: int = 32, n_heads: int = 1, n_layers: int = 1, **changes) -> MiniBertConfig:
     """A one-layer mini-BERT sized for a probe task (learned positions, one slot for [CLS])."""
     if not isinstance(task, ProbeTask):
-        raise TypeError(f"task must be a qalib.data.ProbeTask, got {type(task).__name__}")
+        raise TypeError(f"task must be a qalib.lab.data.ProbeTask, got {type(task).__name__}")
     return MiniBertConfig(vocab_size=task.vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
                           d_ff=2 * d_model, max_len=task.seq_len + 1, **changes)
 

@@ -1,11 +1,10 @@
 """Notebook 02: why sin AND cos in the positional encoding, why 10000, and encoding versus learned embedding.
 
-Compute functions take sizes (or a table) and return dicts of tensors and numbers; plot functions draw
-such a dict on a figure; `pe_demo` and `rotation_demo` are the notebook's widgets. The sinusoid itself
-lives in qalib.positions (Vaswani et al. 2017, sec. 3.5); nothing here re-derives it. Its base follows
-qalib.validate.sinusoid_base: base 1 is allowed, the first (sin p, cos p) pair repeated.
-The experiment (learned vs sinusoidal vs none) is in sin_cos_positions_experiment.py.
-"""
+Compute functions take sizes (or a table) and return dicts of tensors and numbers; plot functions draw such a dict
+on a figure; the notebook's widgets (`pe_demo`, `rotation_demo`) are in sin_cos_positions_demos.py. The sinusoid
+itself lives in qalib.nn.positions (Vaswani et al. 2017, sec. 3.5); nothing here re-derives it. Its base follows
+qalib.nn.validate.sinusoid_base: base 1 is allowed, the first (sin p, cos p) pair repeated. The experiment (learned
+vs sinusoidal vs none) is in sin_cos_positions_experiment.py."""
 
 from __future__ import annotations
 
@@ -13,18 +12,14 @@ import functools
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib.ticker
 import numpy as np
 import torch
 
-from qalib.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
-from qalib.drawing import LiveTickLabels, Update, live, live_title, log_ticks, power_of_two_window
-from qalib.validate import int_in, sinusoid_base, sinusoid_width
-
-if TYPE_CHECKING:  # only the demo factories need the widget shell; they import it when they run
-    from qalib.widgets import Demo
+from qalib.nn.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
+from qalib.nn.validate import int_in, sinusoid_base, sinusoid_width
+from qalib.notebook.drawing import LiveTickLabels, Update, live, live_title, log_ticks, power_of_two_window
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,7 +32,7 @@ def omegas(d_model: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def pe_table(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """qalib.positions.sinusoidal in float64. -> (n, d); at base 1 every pair is the omega = 1 pair."""
+    """qalib.nn.positions.sinusoidal in float64. -> (n, d); at base 1 every pair is the omega = 1 pair."""
     n, d, b = int_in("n_positions", n_positions, 1), sinusoid_width("d_model", d_model), sinusoid_base("base", base)
     return sinusoidal(n, d, b).double()
 
@@ -67,7 +62,7 @@ def counter_vs_sinusoid(n_positions: int = 64, d_model: int = 16, base: float = 
 # 2. One matrix per offset: PE(p + k) = M_k PE(p); and the sin-only counterexample
 # ---------------------------------------------------------------------------------------------
 def shift_check(k: int, d_model: int = 64, n_positions: int = 256, base: float = 10000.0) -> dict:
-    """Apply M_k (qalib.positions.offset_matrix, built without any p) to every PE(p); compare with PE(p + k)."""
+    """Apply M_k (qalib.nn.positions.offset_matrix, built without any p) to every PE(p); compare with PE(p + k)."""
     n, d = int_in("n_positions", n_positions, 2), sinusoid_width("d_model", d_model)
     k = int_in("k", k, -(n - 1), n - 1)
     pe = pe_table(n, d, base)
@@ -343,7 +338,7 @@ def pe_compute(base: float = 10000.0, d_model: int = 64, length: int = 128) -> d
 
 def pe_plot(fig, r: dict) -> Update:
     """Row j of the table is drawn at height j/d .. (j+1)/d, so every width d fills the panel; positions run to the
-    next power of two of the length (grey beyond it), labelled by live glyphs (qalib.drawing), so no move of
+    next power of two of the length (grey beyond it), labelled by live glyphs (qalib.notebook.drawing), so no move of
     the length draws a static part again: the offsets on the right have one axis for every length, linear near 0
     (where the fastest pairs turn) and logarithmic out to the longest length (where the slowest ones do)."""
     ax1, ax2 = fig.subplots(1, 2)
@@ -379,16 +374,6 @@ def pe_plot(fig, r: dict) -> Update:
 
     update(r)
     return update
-
-
-def pe_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"base": W.FloatLogSlider(value=10000.0, base=10, min=0, max=6, step=0.1),
-                "d_model": W.IntSlider(value=64, min=2, max=256, step=2),
-                "length": W.IntSlider(value=128, min=8, max=PE_DEMO_MAX_LENGTH, step=8)}
-    return Demo(pe_compute, pe_plot, controls, title="The sinusoid: base, width and length")
 
 
 ROTATION_D, ROTATION_N = 32, 128
@@ -467,16 +452,3 @@ def rotation_plot(fig, r: dict) -> Update:
 
     update(r)
     return update
-
-
-def rotation_demo() -> Demo:
-    import ipywidgets as W
-    from qalib.widgets import Demo
-
-    controls = {"k": W.IntSlider(value=5, min=-40, max=40),
-                "pair": W.IntSlider(value=2, min=0, max=ROTATION_D // 2 - 1),
-                "position": W.IntSlider(value=60, min=0, max=ROTATION_N - 1)}
-    return Demo(rotation_compute, rotation_plot, controls, title="One rotation per offset: PE(p + k) = M_k PE(p)")
-
-
-DEMOS = [pe_demo, rotation_demo]

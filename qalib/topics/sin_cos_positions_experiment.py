@@ -1,6 +1,6 @@
 """Notebook 02's experiment: learned vs sinusoidal vs no positions on an order-sensitive task, then longer inputs.
 
-Task: qalib.data.ProbeTask("previous"): every token must output the token before it, on uniformly random
+Task: qalib.lab.data.ProbeTask("previous"): every token must output the token before it, on uniformly random
 tokens, so nothing but order can solve it. The mini-BERT's learned table has exactly train_len + 1 rows
 ([CLS] + tokens), as BERT's has 512: evaluating on longer sequences asks for rows it does not have.
 """
@@ -13,13 +13,13 @@ from functools import partial
 import numpy as np
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, ProbeTask
-from qalib.drawing import seed_band
-from qalib.model import MiniBert
-from qalib.parallel import map_grid
-from qalib.train import TrainConfig, evaluate, train
-from qalib.validate import choices, int_in, seed_list
+from qalib.lab.data import IGNORE, ProbeTask
+from qalib.lab.parallel import map_grid
+from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.drawing import seed_band
 
 VARIANTS = ("learned", "sinusoidal", "none")
 

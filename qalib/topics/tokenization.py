@@ -29,9 +29,9 @@ from matplotlib.path import Path
 from matplotlib.transforms import blended_transform_factory
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
-from qalib.drawing import (Change, Panels, Update, bar_polygons, label_path, live, live_bars, nice_ceiling,
+from qalib.notebook.drawing import (Change, Panels, Update, bar_polygons, label_path, live, live_bars, nice_ceiling,
                            points_to_pixels, set_limits, text_width)
-from qalib.validate import int_in
+from qalib.nn.validate import int_in
 
 UNK = "[UNK]"
 # Modules whose docstrings (with pydoc's language-reference topics) make the corpus: plain-English documentation
@@ -276,7 +276,7 @@ def verdicts(sizes, reached, tokens_per_word, unk_rate, d: int = 768) -> list[st
 def plot_tradeoff(fig, sizes, tokens_per_word: dict, unk_rate: dict, d: int = 768) -> None:
     """One figure, three panels against the vocabulary size: held-out [UNK] rate, tokens per word (and attention's
     relative n^2), and the word table's share of a BERT-base-sized model. Lines are fold means, bands min-max."""
-    from qalib.drawing import seed_band
+    from qalib.notebook.drawing import seed_band
 
     ax1, ax2, ax3 = fig.subplots(1, 3)
     colours = {kind: f"C{i}" for i, kind in enumerate(dict.fromkeys([*unk_rate, *tokens_per_word]))}

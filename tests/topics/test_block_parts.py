@@ -8,11 +8,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from qalib.attention import attention  # noqa: E402
-from qalib.data import CLS, IGNORE, N_SPECIAL  # noqa: E402
+from qalib.lab.data import CLS, IGNORE, N_SPECIAL  # noqa: E402
+from qalib.nn.attention import attention  # noqa: E402
+from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics import block_parts as bp  # noqa: E402
 from qalib.topics import block_parts_experiment as be  # noqa: E402
-from qalib.testing import finite_values  # noqa: E402
+from qalib.topics import block_parts_demos as demos  # noqa: E402
 
 
 # -- residuals ------------------------------------------------------------------------------
@@ -199,7 +200,7 @@ def test_plots_draw():
 
 
 def test_cost_demo_returns_the_same_figure_for_the_same_setting():
-    demo = bp.cost_demo()
+    demo = demos.cost_demo()
     first = demo.image.value
     demo.set(T=1024)
     demo.set(T=512)

@@ -8,11 +8,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from qalib.data import N_SPECIAL  # noqa: E402
-from qalib.decoder import EncoderDecoder  # noqa: E402
-from qalib.testing import finite_values  # noqa: E402
+from qalib.lab.data import N_SPECIAL  # noqa: E402
+from qalib.nn.decoder import EncoderDecoder  # noqa: E402
+from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics import cross_attention as ca  # noqa: E402
 from qalib.topics import cross_attention_experiment as ce  # noqa: E402
+from qalib.topics import cross_attention_demos as demos  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +144,8 @@ def test_alignment_view_validates_and_draws(small_run):
 
 
 def test_demos_start_without_error(small_run):
-    for demo in (ca.masks_demo(), ca.smoothing_demo(), ce.alignment_demo(small_run)):
+    for demo in (demos.masks_demo(), demos.smoothing_demo(), demos.alignment_demo(small_run)):
         assert demo.error is None and finite_values(demo.result)
-    demo = ca.masks_demo()
+    demo = demos.masks_demo()
     demo.set(src_len=1, n_src_pad=5)
     assert demo.error is not None and "n_src_pad" in demo.error

@@ -8,10 +8,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from qalib.data import N_SPECIAL  # noqa: E402
-from qalib.decoder import DecoderLM  # noqa: E402
-from qalib.generate import sampling_distribution  # noqa: E402
-from qalib.testing import finite_values  # noqa: E402
+from qalib.lab.data import N_SPECIAL  # noqa: E402
+from qalib.nn.decoder import DecoderLM  # noqa: E402
+from qalib.nn.generate import sampling_distribution  # noqa: E402
+from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics import decoding as dc  # noqa: E402
 
 
@@ -128,7 +128,7 @@ def test_future_attention_is_zero_under_the_mask():
 
 
 def test_truth_greedy_follows_the_argmax_and_paired_interval_brackets_the_mean():
-    from qalib.stats import paired_interval
+    from qalib.lab.stats import paired_interval
     from qalib.topics.decoding import decoding_language, true_logprobs, truth_greedy
     lang = decoding_language()
     prompt = lang.sample(8, 8, torch.Generator().manual_seed(0))

@@ -9,9 +9,9 @@ import torch
 
 matplotlib.use("Agg")
 
+from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics import embedding_scale as es  # noqa: E402
 from qalib.topics import embedding_scale_experiment as ex  # noqa: E402
-from qalib.testing import finite_values  # noqa: E402
 
 
 # -- tables and norms ------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_run_experiment_tiny():
 
 
 def test_pretrained_helpers_on_a_small_model():
-    from qalib.model import MiniBert
+    from qalib.nn.model import MiniBert
 
     model = MiniBert(ex.variant_config("bert", 32, vocab_size=1100)).eval()
     r = ex.pretrained_norms(model)

@@ -8,12 +8,13 @@ import torch
 
 matplotlib.use("Agg")
 
-from qalib.config import MiniBertConfig  # noqa: E402
-from qalib.data import CLS, SEP  # noqa: E402
-from qalib.model import MiniBert  # noqa: E402
+from qalib.lab.data import CLS, SEP  # noqa: E402
+from qalib.nn.config import MiniBertConfig  # noqa: E402
+from qalib.nn.model import MiniBert  # noqa: E402
+from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics import embedding_sum as es  # noqa: E402
 from qalib.topics import embedding_sum_experiment as ex  # noqa: E402
-from qalib.testing import finite_values  # noqa: E402
+from qalib.topics import embedding_sum_demos as demos  # noqa: E402
 
 
 # -- identity, parameter counts, concat folding, gradients ------------------------------------
@@ -123,7 +124,7 @@ def test_top_directions_finds_the_dominant_axis():
 
 
 def test_position_table_stats_on_sinusoid_has_constant_norm():
-    from qalib.positions import sinusoidal
+    from qalib.nn.positions import sinusoidal
 
     st = ex.position_table_stats(sinusoidal(50, 16, 10000.0))
     assert st["norm_cv"] < 1e-6 and st["norm_mean"] == pytest.approx(math.sqrt(8), rel=1e-5)
@@ -200,7 +201,7 @@ def test_pair_demo_messages(minilm):
     assert "past the last token" in r["note"] and r["token"] == len(r["tokens"]) - 1
     with pytest.raises(ValueError, match="sentence A"):
         es.pair_parts("", "x", token=0)
-    demo = es.pair_demo()
+    demo = demos.pair_demo()
     demo.set(text="")
     assert demo.error and "sentence A" in demo.error
 
@@ -228,7 +229,7 @@ def test_checkpoint_embedding_block_reads_the_file_not_the_model(tmp_path):
 
 
 def test_real_probe_word_scale_drowns_segment_and_position():
-    from qalib.pretrained import minilm
+    from qalib.nn.pretrained import minilm
     model, _ = minilm()
     plain = ex.real_probe(model, n_seq=16, seq_len=32)
     scaled = ex.real_probe(model, n_seq=16, seq_len=32, word_scale=math.sqrt(384))

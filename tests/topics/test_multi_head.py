@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from qalib.data import IGNORE, N_SPECIAL
-from qalib.model import MiniBert
+from qalib.lab.data import IGNORE, N_SPECIAL
+from qalib.nn.model import MiniBert
 from qalib.topics import multi_head as mh
 from qalib.topics.multi_head_experiment import (
     NeighbourPairTask, heads_config, offset_profile, prune_heads, pruning_effect, run_heads_experiment)
+from qalib.topics import multi_head_demos as demos
 
 
 # -- parameters and cost ---------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def test_experiment_runs_and_profiles_are_distributions():
 
 # -- demos -----------------------------------------------------------------------------------------
 def test_attention_demo_explains_an_empty_text():
-    demo = mh.attention_demo()
+    demo = demos.attention_demo()
     demo.set(text="   ")
     assert "text" in demo.error
 

@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from qalib.data import IGNORE, PAD, SEP, SyntheticLanguage  # noqa: E402
+from qalib.lab.data import IGNORE, PAD, SEP, SyntheticLanguage  # noqa: E402
 from qalib.topics import normalization as nz  # noqa: E402
 from qalib.topics import normalization_experiment as ne  # noqa: E402
 

@@ -6,7 +6,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from qalib.data import IGNORE, MASK, N_SPECIAL  # noqa: E402
+from qalib.lab.data import IGNORE, MASK, N_SPECIAL  # noqa: E402
 from qalib.topics import objectives as ob  # noqa: E402
 from qalib.topics import objectives_experiment as oe  # noqa: E402
 

@@ -9,11 +9,12 @@ import torch
 
 matplotlib.use("Agg")
 
-from qalib.data import CLS, SEP, SyntheticLanguage  # noqa: E402
-from qalib.model import MiniBert  # noqa: E402
+from qalib.lab.data import CLS, SEP, SyntheticLanguage  # noqa: E402
+from qalib.nn.model import MiniBert  # noqa: E402
+from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics import pretraining as pt  # noqa: E402
 from qalib.topics import pretraining_experiment as ex  # noqa: E402
-from qalib.testing import finite_values  # noqa: E402
+from qalib.topics import pretraining_demos as demos  # noqa: E402
 
 
 # -- the masking rule ---------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def test_run_experiment_tiny():
 
 
 def test_masking_demo_rejects_impossible_shares():
-    demo = pt.masking_demo()
+    demo = demos.masking_demo()
     demo.set(mask_frac=0.9, random_frac=0.5)
     assert demo.error and "mask_frac + random_frac" in demo.error
     demo.set(random_frac=0.1)

@@ -6,8 +6,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from qalib.data import IGNORE, N_SPECIAL  # noqa: E402
-from qalib.testing import finite_values  # noqa: E402
+from qalib.lab.data import IGNORE, N_SPECIAL  # noqa: E402
+from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics import recurrence as rc  # noqa: E402
 from qalib.topics import recurrence_experiment as rx  # noqa: E402
 

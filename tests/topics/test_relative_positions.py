@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import ProbeTask
-from qalib.model import MiniBert
+from qalib.lab.data import ProbeTask
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
 from qalib.topics import relative_positions as rp
 from qalib.topics import relative_positions_experiment as rx
 

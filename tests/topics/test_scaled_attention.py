@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from qalib.config import MiniBertConfig
-from qalib.data import IGNORE, N_SPECIAL
-from qalib.model import MiniBert
+from qalib.lab.data import IGNORE, N_SPECIAL
+from qalib.nn.config import MiniBertConfig
+from qalib.nn.model import MiniBert
+from qalib.tools.testing import finite_values
 from qalib.topics import scaled_attention as sa
 from qalib.topics import scaled_attention_experiment as ex
-from qalib.testing import finite_values
+from qalib.topics import scaled_attention_demos as demos
 
 
 def test_scale_factor_values():
@@ -128,8 +129,8 @@ def test_scale_ablation_runs_and_validates():
 
 
 def test_attention_demo_rounds_its_log_slider_to_an_int_d_k():
-    """The demo rounds the FloatLogSlider's float once (qalib.validate.slider_int); attention_stats takes ints only."""
-    demo = sa.attention_demo()
+    """The demo rounds the FloatLogSlider's float once (qalib.nn.validate.slider_int); attention_stats takes ints only."""
+    demo = demos.attention_demo()
     demo.controls["d_k"].value = 2.0 ** 5.99999  # a log slider's float arithmetic near 64
     assert demo.error is None and demo.result["d_k"] == 64
     with pytest.raises(ValueError, match=r"d_k must be an int in \[1, 4096\], got 63\.9"):

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from qalib.data import ProbeTask
-from qalib.model import MiniBert
-from qalib.positions import frequencies, offset_matrix
-from qalib.presets import TINY
+from qalib.lab.data import ProbeTask
+from qalib.lab.presets import TINY
+from qalib.nn.model import MiniBert
+from qalib.nn.positions import frequencies, offset_matrix
+from qalib.tools.testing import finite_values
 from qalib.topics import shared_qk as S
 from qalib.topics import shared_qk_experiment as E
-from qalib.testing import finite_values
 
 
 # -- inputs and diagonal statistics ----------------------------------------------------------------

@@ -4,11 +4,11 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from qalib.data import ProbeTask
-from qalib.positions import sinusoidal
+from qalib.lab.data import ProbeTask
+from qalib.nn.positions import sinusoidal
+from qalib.tools.testing import finite_values
 from qalib.topics import sin_cos_positions as T
 from qalib.topics import sin_cos_positions_experiment as E
-from qalib.testing import finite_values
 
 
 def test_pe_table_matches_library_and_base_one_is_flat():

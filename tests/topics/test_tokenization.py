@@ -7,6 +7,7 @@ import pytest  # noqa: E402
 
 from qalib.topics import tokenization as tk  # noqa: E402
 from qalib.topics import tokenization_experiment as te  # noqa: E402
+from qalib.topics import tokenization_demos as demos  # noqa: E402
 
 LINES = ["The quick brown fox jumps over the lazy dog.", "Tokenizers split rare words into pieces.",
          "A lazy dog sleeps; the fox jumps again."] * 20
@@ -129,7 +130,7 @@ def test_pieces_view_handles_empty_huge_odd_and_html_input(small):
 
 
 def test_demo_types_and_changes_size():
-    demo = te.tokenizer_demo()
+    demo = demos.tokenizer_demo()
     assert demo.error is None and demo.result["words"] > 0
     demo.set(text="", size=demo.controls["size"].options[-1])
     assert demo.error is None and "Type a sentence" in demo.message.value

@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from qalib.tools.paths import ROOT
+from qalib.notebook.paths import ROOT
 from qalib.tools.robustness.plan import Run, notebook_digest
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from qalib import validate
-from qalib.seeding import SEED_MAX
+from qalib.lab.seeding import SEED_MAX
+from qalib.nn import validate
 
 # Offsets this far apart give seed sets that do not overlap: seeds(n) is offset .. offset + n - 1, and no
 # experiment runs 100 seeds (the largest take 3 * SCALE).
@@ -99,7 +99,7 @@ class SweepConfig:
         check_offsets(self.offsets)
         if not self.variants or len({v.name for v in self.variants}) != len(self.variants):
             raise ValueError(f"variants must be a non-empty list of distinct variants, got {[v.name for v in self.variants]!r}")
-        validate.int_in("scale", self.scale, 1, 64)  # QALIB_SCALE's range (qalib.seeding)
+        validate.int_in("scale", self.scale, 1, 64)  # QALIB_SCALE's range (qalib.lab.seeding)
         validate.int_in("jobs", self.jobs, 1)
         validate.int_in("timeout", self.timeout, 1)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from qalib.tools.paths import ROOT
+from qalib.notebook.paths import ROOT
 from qalib.tools.robustness.execute import INTERRUPTED
 from qalib.tools.robustness.plan import Run
 

@@ -1,0 +1,15 @@
+"""The laboratory: data with known truth, training, seeds and the statistics the experiments report.
+
+    data          -- synthetic tasks with known ground truth, BERT's masking
+    train         -- a small seeded training loop (AdamW, warm-up, clipping, logging)
+    train_batched -- train_seeds: one model per seed, all trained as one batched computation (torch.func)
+    presets       -- small settings that train in seconds on 2 CPU cores
+    probes        -- linear probes: can a linear map read a property out of vectors?
+    parallel      -- independent runs (seeds, variants) on every CPU core at once
+    fits          -- power laws fitted to measured curves (the exponent of time against length)
+    stats         -- statistics over seeds: the paired 95% interval a 'no difference' statement needs
+    seeding       -- seeds(n), seed(i), scale(device): the one seed source (QALIB_SEED_OFFSET, QALIB_SCALE)
+    device        -- get_device(): CUDA, then MPS, then CPU (QALIB_DEVICE overrides); describe()
+
+May import: torch, numpy, qalib.nn. No plotting, no widgets (tests/test_layers.py).
+"""

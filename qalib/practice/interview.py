@@ -1,0 +1,225 @@
+"""The mock interview: questions drawn from every notebook's drill, asked in spaced-repetition order.
+
+A follow-up is answered aloud (or typed), then revealed and graded by the student; a quiz question is graded by
+its Check. Every answer goes to the progress file (qalib.practice.progress), so missed questions come back first, across
+kernel restarts. Each card links back to the notebook section that answers it.
+
+    MockInterview()          # in notebooks/mock_interview.ipynb; `make interview` serves it with Voila
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import io
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+import ipywidgets as W
+from IPython.display import Markdown
+
+from qalib.practice import quiz as Q
+from qalib.practice.progress import N_BOXES, CardState, ProgressStore, next_card
+
+
+@dataclass(frozen=True)
+class Card:
+    id: str                 # stable across edits elsewhere in the file: a hash of notebook and prompt
+    notebook: str
+    prompt: str
+    answer: str             # markdown: the follow-up's answer, or the quiz question's explanation
+    section: str
+    question: Q.Question | None = None  # set for a multiple-choice card
+
+    @property
+    def link(self) -> str:
+        """Where the answer is argued, relative to notebooks/ (where the mock interview notebook lives)."""
+        return f"{self.notebook}.ipynb{Q.section_anchor(self.section)}"
+
+
+def card_id(notebook: str, prompt: str) -> str:
+    return hashlib.sha1(f"{notebook}\0{prompt}".encode()).hexdigest()[:12]
+
+
+def pool(notebooks: list[str] | None = None) -> list[Card]:
+    """Every follow-up and quiz question of the given notebooks (default: all that have a drill file)."""
+    names = Q.available() if notebooks is None else notebooks
+    if not names:
+        raise ValueError("notebooks must name at least one notebook with a drill, got an empty list")
+    cards = []
+    for name in names:
+        drill = Q.load(name)
+        cards += [Card(card_id(name, f.question), name, f.question, f.answer, f.section) for f in drill.follow_ups]
+        cards += [Card(card_id(name, q.prompt), name, q.prompt, q.explanation, q.section, q) for q in drill.questions]
+    return cards
+
+
+def topic_summary(cards: list[Card], states: dict[str, CardState]) -> dict[str, list[int]]:
+    """{notebook: [cards never answered, cards in box 1, ..., cards in box N_BOXES]}."""
+    out: dict[str, list[int]] = {}
+    for c in cards:
+        counts = out.setdefault(c.notebook, [0] * (N_BOXES + 1))
+        counts[states.get(c.id, CardState()).box] += 1
+    return out
+
+
+def plot_progress(ax, summary: dict[str, list[int]]) -> None:
+    """Stacked horizontal bars: per notebook, the share of its cards in each Leitner box."""
+    import matplotlib
+    import numpy as np
+
+    names = list(summary)
+    counts = np.array([summary[n] for n in names], dtype=float)
+    shares = counts / counts.sum(axis=1, keepdims=True)
+    labels = ["not yet asked"] + [f"box {b}" for b in range(1, N_BOXES + 1)]
+    viridis = matplotlib.colormaps["viridis"]  # perceptually uniform, readable in grey
+    colours = ["#dddddd"] + [viridis(x) for x in np.linspace(0.15, 0.9, N_BOXES)]
+    left = np.zeros(len(names))
+    for b in range(N_BOXES + 1):
+        ax.barh(names, shares[:, b], left=left, color=colours[b], label=labels[b])
+        left += shares[:, b]
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the notebook's questions")
+    ax.set_title("Progress per notebook (box 1: missed last time; higher boxes: known, asked less often)")
+    ax.legend(ncols=N_BOXES + 1, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
+
+
+class MockInterview:
+    """One question at a time. Buttons: Reveal, then I knew it / I missed it (follow-ups) or Check (quiz)."""
+
+    def __init__(self, store: ProgressStore | None = None, notebooks: list[str] | None = None,
+                 seed: int | None = None, clock: Callable[[], float] | None = None) -> None:
+        self.store = store if store is not None else ProgressStore()
+        if clock is not None:
+            self.store.clock = clock
+        self.cards = pool(notebooks)
+        self.by_id = {c.id: c for c in self.cards}
+        self.rng = random.Random(seed)
+        self.current: Card | None = None
+        self.answered = 0  # answers given in this view
+        self.current_question: Q.Question | None = None  # the shuffled copy on screen
+
+        self.notice = W.HTML()
+        self.header = W.HTML()
+        self.prompt = W.HTMLMath()
+        self.typed = W.Textarea(placeholder="Say your answer out loud, or type it here (optional)",
+                                layout=W.Layout(width="100%", height="5em"))
+        self.options = W.RadioButtons(layout=W.Layout(width="auto"))
+        self.reveal_button = W.Button(description="Reveal answer", button_style="info")
+        self.check_button = W.Button(description="Check", button_style="info")
+        self.knew_button = W.Button(description="I knew it", button_style="success")
+        self.missed_button = W.Button(description="I missed it", button_style="warning")
+        self.next_button = W.Button(description="Next question")
+        self.answer = W.Output()
+        self.status = W.HTML()
+        self.chart = W.Image(format="png")
+        self.reveal_button.on_click(lambda _b: self.reveal())
+        self.check_button.on_click(lambda _b: self.check())
+        self.knew_button.on_click(lambda _b: self.grade(True))
+        self.missed_button.on_click(lambda _b: self.grade(False))
+        self.next_button.on_click(lambda _b: self.ask())
+        self.buttons = W.HBox([self.reveal_button, self.check_button, self.knew_button, self.missed_button,
+                               self.next_button])
+        self.widget = W.VBox([self.notice, self.header, self.prompt, self.options, self.typed, self.buttons,
+                              self.answer, self.status, self.chart])
+        self.widget.add_class("qalib-interview")
+        self.ask()
+
+    # -- the flow --------------------------------------------------------------------------------------------
+    def _show(self, *buttons: W.Button) -> None:
+        for b in (self.reveal_button, self.check_button, self.knew_button, self.missed_button, self.next_button):
+            b.layout.display = None if b in buttons else "none"
+
+    def ask(self) -> Card:
+        """Put the next card on screen (missed and due cards first)."""
+        states = self.store.states()
+        self.current = self.by_id[next_card([c.id for c in self.cards], states, self.store.clock(),
+                                            lambda ids: self.rng.sample(ids, len(ids)))]
+        c = self.current
+        state = states.get(c.id, CardState())
+        seen = "new question" if state.box == 0 else f"box {state.box}, right {state.right} of {state.seen}"
+        self.header.value = (f"<span style='color:#555'>from <a href='{html.escape(c.link)}' target='_blank'>"
+                             f"{html.escape(c.notebook)}</a> · {seen}</span>")
+        self.prompt.value = f"<b>{c.prompt}</b>"
+        self.typed.value = ""
+        self.answer.outputs = ()
+        if c.question is not None:
+            q = self.current_question = c.question.shuffled(self.rng)
+            self.options.options = [(o, j) for j, o in enumerate(q.options)]
+            self.options.value = None
+            self.options.layout.display = None
+            self.typed.layout.display = "none"
+            self._show(self.check_button)
+        else:
+            self.current_question = None
+            self.options.layout.display = "none"
+            self.typed.layout.display = None
+            self._show(self.reveal_button)
+        self._refresh(states)
+        return c
+
+    def reveal(self) -> str:
+        """Show our answer (and what the student typed, escaped) for a follow-up; then ask for a self-grade."""
+        c = self.current
+        typed = self.typed.value.strip()
+        mine = f"**Your answer:** {html.escape(typed)}\n\n" if typed else ""
+        text = f"{mine}**Our answer:** {c.answer.strip()}\n\n[→ {c.section} in {c.notebook}]({c.link})"
+        self._markdown(text)
+        self._show(self.knew_button, self.missed_button)
+        return text
+
+    def check(self) -> bool | None:
+        """Grade a multiple-choice card from the chosen option and record it."""
+        q = self.current_question
+        if self.options.value is None:
+            self._markdown("Pick an answer first.")
+            return None
+        correct, feedback = Q.grade(q, self.options.value)
+        self._markdown(f"{feedback}\n\n[→ {self.current.section} in {self.current.notebook}]({self.current.link})")
+        self._record(correct)
+        self._show(self.next_button)
+        return correct
+
+    def grade(self, knew: bool) -> None:
+        """The student's own grade of a follow-up; recorded, then the next question."""
+        self._record(knew)
+        self.ask()
+
+    def _record(self, correct: bool) -> None:
+        self.store.record(self.current.id, correct)
+        self.answered += 1
+        self._refresh(self.store.states())
+
+    # -- drawing ---------------------------------------------------------------------------------------------
+    def _markdown(self, text: str) -> None:
+        """Replace what the answer area shows. Setting the Output's `outputs` (rather than clear_output and a
+        `with` block) works the same in JupyterLab, Voila and a headless run."""
+        self.answer.outputs = ()
+        self.answer.append_display_data(Markdown(text))
+
+    def _refresh(self, states: dict[str, CardState]) -> None:
+        if self.store.notice:
+            self.notice.value = f"<div style='color:#b35806'>\u26a0 {html.escape(self.store.notice)}</div>"
+        ours = [states[c.id] for c in self.cards if c.id in states]
+        missed = sum(s.box == 1 for s in ours)
+        self.status.value = (f"{len(ours)} of {len(self.cards)} questions answered at least once "
+                             f"({sum(s.seen for s in ours)} answers in all, {missed} to revisit soon); "
+                             f"{self.answered} in this session. Progress file: {html.escape(str(self.store.path))}")
+        self.chart.value = self._chart_png(topic_summary(self.cards, states))
+
+    @staticmethod
+    def _chart_png(summary: dict[str, list[int]]) -> bytes:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(9, 0.3 * len(summary) + 1.6), dpi=72, layout="constrained")
+        plot_progress(fig.add_subplot(), summary)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
