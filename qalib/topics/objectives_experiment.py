@@ -34,6 +34,7 @@ PROBE_SEED = 4242   # the probes' text, the same for every model
 FLOOR_SEED = 5151   # the held-out text of task_floors and held_out_loss
 BATCH = 64
 LR = 1e-2
+WARMUP_SHARE = 0.4  # of the steps, linear, then the constant LR: a short warm-up leaves the masked LM on its plateau
 
 
 def features(model, objective: str, ids: torch.Tensor) -> torch.Tensor:
@@ -87,7 +88,7 @@ def train_one(run: tuple[str, int], steps: int, d_model: int, n_probe: int, chec
     text = torch.Generator().manual_seed(seed)       # the clean text: the same stream for every objective
     noise = torch.Generator().manual_seed(10_000 + seed)  # the corruption's own draws, so the text stays aligned
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, foreach=True)
-    warmup = max(1, steps // 10)
+    warmup = max(1, round(steps * WARMUP_SHARE))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
     train_ids, test_ids = probe_text(n_probe), probe_text(n_probe, PROBE_SEED + 1)
     at = sorted({round(i * steps / checkpoints) for i in range(checkpoints + 1)})
