@@ -1,10 +1,14 @@
-"""The mock interview's progress file: Leitner boxes, atomic writes under a lock, bad files set aside."""
+"""The mock interview's progress file: Leitner boxes, atomic writes under filelock's lock, bad files set aside."""
 
+import ast
 import json
 import multiprocessing as mp
+import threading
+from pathlib import Path
 
 import pytest
 
+from qalib.practice import progress
 from qalib.practice.progress import BOX_WAIT, N_BOXES, PROGRESS_ENV, CardState, ProgressStore, after_answer, next_card, progress_path
 
 
@@ -83,3 +87,22 @@ def test_two_processes_answering_at_once_lose_no_answer(tmp_path):
         assert p.exitcode == 0
     states = ProgressStore(path).states()
     assert states["shared"].seen == 80 and states["own"].seen == 40
+
+
+def test_two_threads_sharing_one_store_lose_no_answer(tmp_path):
+    """One kernel, two callbacks at once: filelock's lock is per thread, so one store serialises them too."""
+    store = ProgressStore(tmp_path / "progress.json")
+    threads = [threading.Thread(target=lambda: [store.record("shared", True) for _ in range(30)]) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert store.states()["shared"].seen == 60 and store.states()["shared"].right == 60
+
+
+def test_progress_has_no_locking_code_of_its_own():
+    """The lock is filelock's (Linux, macOS and Windows); progress.py imports no fcntl or msvcrt."""
+    tree = ast.parse(Path(progress.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "filelock" in imported and not imported & {"fcntl", "msvcrt"}

@@ -3,7 +3,7 @@
     drills/      -- one TOML file per notebook: follow-ups with their answers, and a self-check quiz
     quiz         -- reads and checks a drill file; quiz("<notebook>") shows it with hidden answers
     interview    -- the mock interview: questions from every drill, asked in spaced-repetition order
-    progress     -- the mock interview's Leitner boxes in one local file (atomic, locked, bad files set aside)
+    progress     -- the mock interview's Leitner boxes in one local file (atomic, filelock-locked, bad files set aside)
     exercises/   -- write-it-yourself exercises: stubs, a checker with graded hints, solutions on request
 
 May import: qalib.nn, qalib.lab and each other, and ipywidgets for its views. Never qalib.topics or qalib.tools

@@ -4,9 +4,10 @@ Spaced repetition with Leitner boxes: a right answer moves a card up one box, a 
 and each box waits longer before the card is due again (BOX_WAIT). Missed questions therefore come back soonest.
 
 The file is ~/.qalib/progress.json, or the path in $QALIB_PROGRESS. Every write is atomic (a temporary file in the
-same folder, then os.replace) and happens under an exclusive lock, re-reading the file first, so two kernels
-answering at once lose no answer. A file that is not ours (bad JSON, another format) is never overwritten: it is
-renamed aside and the store says so in `notice`.
+same folder, then os.replace) and happens under an exclusive lock (`filelock`, on a side file: flock on Linux and
+macOS, LockFileEx on Windows), re-reading the file first, so two kernels answering at once lose no answer. A file
+that is not ours (bad JSON, another format) is never overwritten: it is renamed aside and the store says so in
+`notice`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
+
+from filelock import FileLock
 
 PROGRESS_ENV = "QALIB_PROGRESS"
 FORMAT = "qalib-progress"
@@ -82,6 +85,8 @@ class ProgressStore:
         self.path = Path(path).expanduser() if path is not None else progress_path()
         self.clock = clock
         self.notice: str | None = None  # set when a bad file was set aside
+        # The data file itself is replaced on every write, so it cannot carry the lock: a side file does.
+        self._lock = FileLock(self.path.with_name(self.path.name + ".lock"))
 
     # -- reading ---------------------------------------------------------------------------------------------
     def states(self) -> dict[str, CardState]:
@@ -142,16 +147,6 @@ class ProgressStore:
 
     @contextlib.contextmanager
     def _locked(self):
-        """An exclusive lock on a side file (the data file itself is replaced, so it cannot carry the lock)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
-            try:
-                import fcntl
-            except ImportError:  # Windows: no fcntl; writes stay atomic, concurrent kernels are not serialised
-                yield
-                return
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with self._lock:
+            yield
