@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser lab test test-fast bench site present slides interview exercises cheatsheet lock clean-venv strip
+.PHONY: setup browser lab test test-fast bench site present slides interview exercises cheatsheet anki lock clean-venv strip
 
 setup: $(STAMP) browser
 
@@ -70,6 +70,10 @@ exercises: setup
 # One sheet of short answers, formulas and follow-ups: cheatsheet/cheatsheet.html and .pdf (offline).
 cheatsheet: setup
 	$(PY) -m qalib.tools.cheatsheet --out cheatsheet
+
+# Every drill follow-up and quiz question as one Anki deck: anki/qalib.apkg (offline; in Anki: File > Import).
+anki: setup
+	$(PY) -m qalib.tools.anki_deck --out anki
 
 # Every notebook 01-11 on another BERT: claims run / skipped as model-specific, per notebook (minutes; not in `make test`).
 # MODEL=/path/to/checkpoint-folder, or empty to save a random BERT (3 layers, d = 192) first.

@@ -1,4 +1,4 @@
-"""The mock interview: a pool from every drill, spaced-repetition order, escaped typed text, kept progress."""
+"""The mock interview: a pool from every drill, FSRS order and ratings, escaped typed text, kept progress, the chart."""
 
 import matplotlib
 
@@ -7,9 +7,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+import fsrs  # noqa: E402
+from fsrs import Rating  # noqa: E402
+
 from qalib.practice import quiz as Q  # noqa: E402
-from qalib.practice.interview import MockInterview, plot_progress, pool, topic_summary  # noqa: E402
-from qalib.practice.progress import BOX_WAIT, N_BOXES, ProgressStore  # noqa: E402
+from qalib.practice.interview import MockInterview, card_status, pool  # noqa: E402
+from qalib.practice.progress import ProgressStore  # noqa: E402
+from qalib.practice.progress_chart import CATEGORIES, plot_progress, stability_label, topic_summary  # noqa: E402
+from qalib.practice.schedule import CardState  # noqa: E402
+
+NO_FUZZ = fsrs.Scheduler(enable_fuzzing=False)
+MIN, DAY = 60.0, 86400.0
 
 
 def test_the_pool_draws_every_entry_of_every_drill_with_unique_ids():
@@ -30,12 +38,14 @@ class Clock:
         return self.now
 
 
-def answer(m: MockInterview, right: bool) -> str:
-    """Answer the card on screen as a student would; return its id."""
+def answer(m: MockInterview, right: bool, rating: str | None = None) -> str:
+    """Answer the card on screen as a student would (a follow-up: press `rating`, by default Good if right, else
+    Again); return its id."""
     card = m.current.id
     if m.current.question is None:
         m.reveal()
-        m.grade(right)
+        pressed = Rating[rating.capitalize()] if rating else Rating.Good if right else Rating.Again
+        m.rating_buttons[pressed].click()
     else:
         q = m.current_question
         m.options.value = q.answer if right else (q.answer + 1) % len(q.options)
@@ -46,19 +56,78 @@ def answer(m: MockInterview, right: bool) -> str:
 
 def test_a_missed_question_comes_back_first_once_due_and_progress_survives_a_restart(tmp_path):
     clock = Clock()
-    store = ProgressStore(tmp_path / "p.json", clock=clock)
+    store = ProgressStore(tmp_path / "p.json", clock=clock, scheduler=NO_FUZZ)
     m = MockInterview(store, seed=1)
     missed = answer(m, right=False)
     known = answer(m, right=True)
     assert m.current.id not in (missed, known)          # not due yet: a new question
-    clock.now += BOX_WAIT[1] + 1
+    clock.now += 1 * MIN + 1                              # past Again's first step (1 min), before Good's (10 min)
     m.ask()
     assert m.current.id == missed                        # due again, before any new question
-    restarted = MockInterview(ProgressStore(tmp_path / "p.json", clock=clock), seed=2)
+    restarted = MockInterview(ProgressStore(tmp_path / "p.json", clock=clock, scheduler=NO_FUZZ), seed=2)
     assert restarted.current.id == missed                # the restart remembers
     states = restarted.store.states()
-    assert states[missed].box == 1 and states[known].box == 2
-    assert "2 of" in restarted.status.value and "1 to revisit soon" in restarted.status.value
+    assert (states[missed].right, states[known].right) == (0, 1)
+    assert states[known].due == states[known].last_review + 10 * MIN
+    assert "2 of" in restarted.status.value and "1 due now, 1 in learning" in restarted.status.value
+    assert "in learning, stability" in restarted.header.value and "right 0 of 1" in restarted.header.value
+
+
+def test_a_follow_up_offers_the_four_ratings_and_a_quiz_question_only_check(tmp_path):
+    m = MockInterview(ProgressStore(tmp_path / "p.json", scheduler=NO_FUZZ), seed=0)
+    while m.current.question is not None:
+        answer(m, True)
+    shown = lambda: [b.description for b in m.buttons.children if b.layout.display != "none"]  # noqa: E731
+    assert shown() == ["Reveal answer"]
+    m.reveal()
+    assert shown() == ["Again", "Hard", "Good", "Easy"]
+    card = m.current.id
+    m.rating_buttons[Rating.Easy].click()                # Easy: straight to review, 8 days with FSRS's defaults
+    state = m.store.states()[card]
+    assert (state.phase, round((state.due - state.last_review) / DAY)) == ("review", 8)
+    while m.current.question is None:
+        answer(m, True)
+    assert shown() == ["Check"]
+    with pytest.raises(ValueError, match="graded by check"):
+        m.grade("good")
+
+
+def test_a_quiz_answer_is_rated_good_when_right_and_again_when_wrong(tmp_path):
+    m = MockInterview(ProgressStore(tmp_path / "p.json", scheduler=NO_FUZZ), seed=0)
+    while m.current.question is None:
+        answer(m, True)
+    right = answer(m, True)
+    while m.current.question is None:
+        answer(m, True)
+    wrong = answer(m, False)
+    states = m.store.states()
+    assert (states[right].step, states[right].right) == (1, 1)   # Good: the second learning step
+    assert (states[wrong].step, states[wrong].right) == (0, 0)   # Again: back to the first
+
+
+def test_a_follow_up_rating_by_name_is_checked(tmp_path):
+    m = MockInterview(ProgressStore(tmp_path / "p.json", scheduler=NO_FUZZ), seed=0)
+    while m.current.question is not None:
+        answer(m, True)
+    m.reveal()
+    before, answered = m.store.states(), m.answered
+    with pytest.raises(ValueError, match="unknown rating 'meh'"):
+        m.grade("meh")
+    assert m.store.states() == before and m.answered == answered
+    answer_id = m.current.id
+    m.grade("Hard")
+    assert m.store.states()[answer_id].right == 1 and m.answered == answered + 1
+
+
+def test_an_old_leitner_file_is_carried_over_and_said_so(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    path = tmp_path / "p.json"
+    shutil.copy(Path(__file__).parent / "fixtures" / "progress_v1_leitner.json", path)
+    m = MockInterview(ProgressStore(path, clock=lambda: 1_780_000_000.0 + 30 * DAY, scheduler=NO_FUZZ), seed=0)
+    assert "carried over to FSRS" in m.notice.value and "18 answers in all; 7 due now" in m.status.value
+    assert m.current.notebook in ("01_scaled_attention", "12_decoding")  # 30 days on: every old card is due
 
 
 def test_typed_text_is_escaped_where_it_is_shown(tmp_path):
@@ -85,12 +154,37 @@ def test_a_corrupt_file_is_reported_in_the_interview(tmp_path):
     assert "could not be read" in m.notice.value and "unreadable-" in m.notice.value
 
 
+def test_card_status_says_what_fsrs_knows():
+    assert card_status(CardState()) == "new question"
+    review = CardState(seen=4, right=3, phase="review", stability=12.4, difficulty=5.0, due=0.0, last_review=0.0)
+    assert card_status(review) == "in review, stability 12 days, right 3 of 4"
+
+
+def test_topic_summary_sorts_cards_into_due_learning_and_review_by_stability():
+    cards = pool(["01_scaled_attention"])
+    now = 100 * DAY
+    review = lambda s, due: CardState(seen=1, right=1, phase="review", stability=s, difficulty=5.0,  # noqa: E731
+                                      due=due, last_review=now - DAY)
+    states = {cards[0].id: review(2.0, now - 1),                                                 # due now
+              cards[1].id: CardState(seen=1, phase="relearning", step=0, stability=0.2, difficulty=7.0,
+                                     due=now + 5 * MIN, last_review=now),                       # learning
+              cards[2].id: review(2.0, now + DAY), cards[3].id: review(10.0, now + 9 * DAY),
+              cards[4].id: review(40.0, now + 39 * DAY)}
+    got = topic_summary(cards, states, now)["01_scaled_attention"]
+    assert dict(zip(CATEGORIES, got.counts)) == {
+        "due now": 1, "learning": 1, "review, stability < 1 week": 1, "review, 1 week to 1 month": 1,
+        "review, over a month": 1, "not yet asked": len(cards) - 5}
+    assert sorted(got.review_stability) == [2.0, 2.0, 10.0, 40.0]  # the due review card's stability counts too
+    assert stability_label(got.review_stability) == "median stability 6.0 days (4 in review)"
+
+
 def test_topic_summary_and_its_plot_cover_every_notebook(tmp_path):
     cards = pool()
-    summary = topic_summary(cards, {})
+    summary = topic_summary(cards, {}, now=0.0)
     assert set(summary) == set(Q.available())
-    assert all(counts[0] == sum(counts) and len(counts) == N_BOXES + 1 for counts in summary.values())
+    assert all(k.counts[-1] == sum(k.counts) and len(k.counts) == len(CATEGORIES) for k in summary.values())
     fig, ax = plt.subplots()
     plot_progress(ax, summary)
-    assert len(ax.patches) == len(summary) * (N_BOXES + 1)
+    assert len(ax.patches) == len(summary) * len(CATEGORIES)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(CATEGORIES)
     plt.close(fig)

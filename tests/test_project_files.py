@@ -25,6 +25,9 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
     wanted = {CONDA_NAMES.get(n, n) for n in wanted}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = {_name(d) for d in env["dependencies"] if isinstance(d, str)} - {"python", "pip"}
+    # Packages taken from PyPI are named in the pip section (its "-e ." installs qalib itself).
+    pip = [d for d in env["dependencies"] if isinstance(d, dict) and "pip" in d][0]["pip"]
+    conda |= {_name(d) for d in pip if not d.startswith("-")}
     assert conda == wanted, f"only in environment.yml: {conda - wanted}; only in pyproject: {wanted - conda}"
 
 

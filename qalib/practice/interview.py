@@ -1,8 +1,9 @@
 """The mock interview: questions drawn from every notebook's drill, asked in spaced-repetition order.
 
-A follow-up is answered aloud (or typed), then revealed and graded by the student; a quiz question is graded by
-its Check. Every answer goes to the progress file (qalib.practice.progress), so missed questions come back first, across
-kernel restarts. Each card links back to the notebook section that answers it.
+A follow-up is answered aloud (or typed), then revealed and rated by the student: Again, Hard, Good or Easy, FSRS's
+four ratings. A quiz question is graded by its Check: right is rated Good, wrong Again. Every answer goes to the
+progress file (qalib.practice.progress), and FSRS (qalib.practice.schedule) decides when each question comes back and
+which comes next, across kernel restarts. Each card links back to the notebook section that answers it.
 
     MockInterview()          # in notebooks/mock_interview.ipynb; `make interview` serves it with Voila
 """
@@ -17,10 +18,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 import ipywidgets as W
+from fsrs import Rating
 from IPython.display import Markdown
 
 from qalib.practice import quiz as Q
-from qalib.practice.progress import N_BOXES, CardState, ProgressStore, next_card
+from qalib.practice.progress import ProgressStore
+from qalib.practice.progress_chart import days_text, plot_progress, topic_summary
+from qalib.practice.schedule import CardState, as_rating, next_card, quiz_rating
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,14 @@ def card_id(notebook: str, prompt: str) -> str:
     return hashlib.sha1(f"{notebook}\0{prompt}".encode()).hexdigest()[:12]
 
 
+def card_status(state: CardState) -> str:
+    """The line above a question: what FSRS knows of it, and the student's tally."""
+    if state.is_new:
+        return "new question"
+    memory = "in review" if state.phase == "review" else f"in {state.phase}"
+    return f"{memory}, stability {days_text(state.stability)}, right {state.right} of {state.seen}"
+
+
 def pool(notebooks: list[str] | None = None) -> list[Card]:
     """Every follow-up and quiz question of the given notebooks (default: all that have a drill file)."""
     names = Q.available() if notebooks is None else notebooks
@@ -55,39 +67,8 @@ def pool(notebooks: list[str] | None = None) -> list[Card]:
     return cards
 
 
-def topic_summary(cards: list[Card], states: dict[str, CardState]) -> dict[str, list[int]]:
-    """{notebook: [cards never answered, cards in box 1, ..., cards in box N_BOXES]}."""
-    out: dict[str, list[int]] = {}
-    for c in cards:
-        counts = out.setdefault(c.notebook, [0] * (N_BOXES + 1))
-        counts[states.get(c.id, CardState()).box] += 1
-    return out
-
-
-def plot_progress(ax, summary: dict[str, list[int]]) -> None:
-    """Stacked horizontal bars: per notebook, the share of its cards in each Leitner box."""
-    import matplotlib
-    import numpy as np
-
-    names = list(summary)
-    counts = np.array([summary[n] for n in names], dtype=float)
-    shares = counts / counts.sum(axis=1, keepdims=True)
-    labels = ["not yet asked"] + [f"box {b}" for b in range(1, N_BOXES + 1)]
-    viridis = matplotlib.colormaps["viridis"]  # perceptually uniform, readable in grey
-    colours = ["#dddddd"] + [viridis(x) for x in np.linspace(0.15, 0.9, N_BOXES)]
-    left = np.zeros(len(names))
-    for b in range(N_BOXES + 1):
-        ax.barh(names, shares[:, b], left=left, color=colours[b], label=labels[b])
-        left += shares[:, b]
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the notebook's questions")
-    ax.set_title("Progress per notebook (box 1: missed last time; higher boxes: known, asked less often)")
-    ax.legend(ncols=N_BOXES + 1, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
-
-
 class MockInterview:
-    """One question at a time. Buttons: Reveal, then I knew it / I missed it (follow-ups) or Check (quiz)."""
+    """One question at a time. Buttons: Reveal, then Again / Hard / Good / Easy (follow-ups), or Check (quiz)."""
 
     def __init__(self, store: ProgressStore | None = None, notebooks: list[str] | None = None,
                  seed: int | None = None, clock: Callable[[], float] | None = None) -> None:
@@ -109,18 +90,23 @@ class MockInterview:
         self.options = W.RadioButtons(layout=W.Layout(width="auto"))
         self.reveal_button = W.Button(description="Reveal answer", button_style="info")
         self.check_button = W.Button(description="Check", button_style="info")
-        self.knew_button = W.Button(description="I knew it", button_style="success")
-        self.missed_button = W.Button(description="I missed it", button_style="warning")
+        # The four ratings, coloured as Anki colours them; each tooltip says what the rating means.
+        self.rating_buttons = {
+            Rating.Again: W.Button(description="Again", button_style="danger", tooltip="I did not know it"),
+            Rating.Hard: W.Button(description="Hard", button_style="warning", tooltip="I knew it, with effort"),
+            Rating.Good: W.Button(description="Good", button_style="success", tooltip="I knew it"),
+            Rating.Easy: W.Button(description="Easy", button_style="info", tooltip="I knew it at once"),
+        }
         self.next_button = W.Button(description="Next question")
         self.answer = W.Output()
         self.status = W.HTML()
         self.chart = W.Image(format="png")
         self.reveal_button.on_click(lambda _b: self.reveal())
         self.check_button.on_click(lambda _b: self.check())
-        self.knew_button.on_click(lambda _b: self.grade(True))
-        self.missed_button.on_click(lambda _b: self.grade(False))
+        for rating, button in self.rating_buttons.items():
+            button.on_click(lambda _b, rating=rating: self.grade(rating))
         self.next_button.on_click(lambda _b: self.ask())
-        self.buttons = W.HBox([self.reveal_button, self.check_button, self.knew_button, self.missed_button,
+        self.buttons = W.HBox([self.reveal_button, self.check_button, *self.rating_buttons.values(),
                                self.next_button])
         self.widget = W.VBox([self.notice, self.header, self.prompt, self.options, self.typed, self.buttons,
                               self.answer, self.status, self.chart])
@@ -129,19 +115,18 @@ class MockInterview:
 
     # -- the flow --------------------------------------------------------------------------------------------
     def _show(self, *buttons: W.Button) -> None:
-        for b in (self.reveal_button, self.check_button, self.knew_button, self.missed_button, self.next_button):
+        for b in (self.reveal_button, self.check_button, *self.rating_buttons.values(), self.next_button):
             b.layout.display = None if b in buttons else "none"
 
     def ask(self) -> Card:
-        """Put the next card on screen (missed and due cards first)."""
+        """Put the next card on screen, in the order FSRS gives (schedule.next_card: due cards first)."""
         states = self.store.states()
         self.current = self.by_id[next_card([c.id for c in self.cards], states, self.store.clock(),
-                                            lambda ids: self.rng.sample(ids, len(ids)))]
+                                            lambda ids: self.rng.sample(ids, len(ids)), self.store.scheduler)]
         c = self.current
-        state = states.get(c.id, CardState())
-        seen = "new question" if state.box == 0 else f"box {state.box}, right {state.right} of {state.seen}"
         self.header.value = (f"<span style='color:#555'>from <a href='{html.escape(c.link)}' target='_blank'>"
-                             f"{html.escape(c.notebook)}</a> · {seen}</span>")
+                             f"{html.escape(c.notebook)}</a> · "
+                             f"{html.escape(card_status(states.get(c.id, CardState())))}</span>")
         self.prompt.value = f"<b>{c.prompt}</b>"
         self.typed.value = ""
         self.answer.outputs = ()
@@ -161,34 +146,36 @@ class MockInterview:
         return c
 
     def reveal(self) -> str:
-        """Show our answer (and what the student typed, escaped) for a follow-up; then ask for a self-grade."""
+        """Show our answer (and what the student typed, escaped) for a follow-up; then ask for a rating."""
         c = self.current
         typed = self.typed.value.strip()
         mine = f"**Your answer:** {html.escape(typed)}\n\n" if typed else ""
         text = f"{mine}**Our answer:** {c.answer.strip()}\n\n[→ {c.section} in {c.notebook}]({c.link})"
         self._markdown(text)
-        self._show(self.knew_button, self.missed_button)
+        self._show(*self.rating_buttons.values())
         return text
 
     def check(self) -> bool | None:
-        """Grade a multiple-choice card from the chosen option and record it."""
+        """Grade a multiple-choice card from the chosen option and record it (right: Good, wrong: Again)."""
         q = self.current_question
         if self.options.value is None:
             self._markdown("Pick an answer first.")
             return None
         correct, feedback = Q.grade(q, self.options.value)
         self._markdown(f"{feedback}\n\n[→ {self.current.section} in {self.current.notebook}]({self.current.link})")
-        self._record(correct)
+        self._record(quiz_rating(correct))
         self._show(self.next_button)
         return correct
 
-    def grade(self, knew: bool) -> None:
-        """The student's own grade of a follow-up; recorded, then the next question."""
-        self._record(knew)
+    def grade(self, rating: Rating | str) -> None:
+        """The student's own rating of a follow-up (Again, Hard, Good, Easy); recorded, then the next question."""
+        if self.current.question is not None:
+            raise ValueError("a multiple-choice question is graded by check(), not rated by the student")
+        self._record(as_rating(rating))
         self.ask()
 
-    def _record(self, correct: bool) -> None:
-        self.store.record(self.current.id, correct)
+    def _record(self, rating: Rating) -> None:
+        self.store.record(self.current.id, rating)
         self.answered += 1
         self._refresh(self.store.states())
 
@@ -202,18 +189,20 @@ class MockInterview:
     def _refresh(self, states: dict[str, CardState]) -> None:
         if self.store.notice:
             self.notice.value = f"<div style='color:#b35806'>\u26a0 {html.escape(self.store.notice)}</div>"
+        now = self.store.clock()
         ours = [states[c.id] for c in self.cards if c.id in states]
-        missed = sum(s.box == 1 for s in ours)
-        self.status.value = (f"{len(ours)} of {len(self.cards)} questions answered at least once "
-                             f"({sum(s.seen for s in ours)} answers in all, {missed} to revisit soon); "
+        due = sum(not s.is_new and s.due <= now for s in ours)
+        learning = sum(s.phase in ("learning", "relearning") and s.due > now for s in ours)
+        self.status.value = (f"{sum(s.seen > 0 for s in ours)} of {len(self.cards)} questions answered at least once "
+                             f"({sum(s.seen for s in ours)} answers in all; {due} due now, {learning} in learning); "
                              f"{self.answered} in this session. Progress file: {html.escape(str(self.store.path))}")
-        self.chart.value = self._chart_png(topic_summary(self.cards, states))
+        self.chart.value = self._chart_png(topic_summary(self.cards, states, now))
 
     @staticmethod
-    def _chart_png(summary: dict[str, list[int]]) -> bytes:
+    def _chart_png(summary) -> bytes:
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(9, 0.3 * len(summary) + 1.6), dpi=72, layout="constrained")
+        fig = Figure(figsize=(10, 0.3 * len(summary) + 1.6), dpi=72, layout="constrained")
         plot_progress(fig.add_subplot(), summary)
         buf = io.BytesIO()
         fig.savefig(buf, format="png")

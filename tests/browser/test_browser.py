@@ -262,7 +262,7 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
     if reveal.count():
         interview.locator("textarea").fill("<b>my answer</b>")
         reveal.click()
-        interview.locator("button:visible", has_text="I knew it" if knew else "I missed it").click()
+        interview.locator("button:visible", has_text="Good" if knew else "Again").click()  # FSRS's ratings
     else:
         interview.locator(".widget-radio input[type=radio], .widget-radio-box input").first.check()
         check.click()
