@@ -19,6 +19,9 @@ from qalib.tools.robustness.plan import machine_variants
 from test_notebooks import readme_measurements
 
 SWEPT = ("07_multi_head", "11_mlm_and_nsp")
+# Notebooks whose randomness is not over seeds: 15 trains its tokenizers on a fixed corpus (its spread is over the
+# folds of that corpus), so only the CPU kernel changes in its run here.
+SEEDS_FIXED = ("15_tokenization",)
 OFFSET = 500  # one of the sweep's offsets (0, 100, ..., 900): seeds 500, 501, ...
 
 
@@ -47,7 +50,7 @@ def test_claims_hold_at_another_seed_offset_and_cpu_kernel(name):
     nb, _ = execute(path, timeout=300, env=other_kernel_env())  # a claim that fails raises ClaimFailed in its cell
     printed = "\n".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", [])
                         if out.get("output_type") == "stream")
-    assert re.search(rf"seeds \({OFFSET}, {OFFSET + 1}", printed), (
+    assert name in SEEDS_FIXED or re.search(rf"seeds \({OFFSET}, {OFFSET + 1}", printed), (
         f"{path.name} did not print that it ran the seeds {OFFSET}, {OFFSET + 1}, ...: its experiments must take "
         "their seeds from qalib.seeds(n)")
     assert len(tick_lines(nb)) == readme_measurements(path.name), (
