@@ -1,5 +1,5 @@
 """The robustness rule, checked in every `make test`: a notebook whose claims passed the sweep (`make robustness`:
-10 seed offsets x 2 CPU kernels, every claim in every run) runs once more here, at a seed offset other than the
+seed offsets x 2 CPU kernels, every claim in every run; the README's table says which runs) runs once more here, at a seed offset other than the
 default and on the other CPU kernel, and every claim must hold again, as it would on a reader's laptop.
 
 A notebook joins SWEPT when its row in the README's robustness table shows every claim passing in every run it had. The
