@@ -98,19 +98,23 @@ def stationary(p: torch.Tensor) -> torch.Tensor:
 @one_thread()
 def markov_summary(p: torch.Tensor, t_max: int = 64) -> dict:
     """Powers of P: pi, the second-largest eigenvalue modulus |lambda_2|, and for t = 0..t_max the worst-row
-    total-variation distance max_i TV(P^t[i], pi) and the mean row entropy of P^t (nats)."""
+    total-variation distance max_i TV(P^t[i], pi), the mean row entropy of P^t (nats) and the worst-row divergence
+    max_i KL(P^t[i] || pi) (nats). The KL never rises from one t to the next (the data-processing inequality, since
+    pi P = pi); the entropy can fall at some t when pi is not uniform."""
     p = _matrix("p", p, square=True)
     t_max = int_in("t_max", t_max, 0, 100_000)
     pi = stationary(p)
     mods = torch.linalg.eigvals(p).abs().sort(descending=True).values
     lam2 = float(mods[1]) if len(mods) > 1 else 0.0
-    pt, tv, ent = torch.eye(p.shape[0], dtype=p.dtype), [], []
+    log_pi = pi.clamp_min(torch.finfo(p.dtype).tiny).log()
+    pt, tv, ent, kl = torch.eye(p.shape[0], dtype=p.dtype), [], [], []
     for _ in range(t_max + 1):
         tv.append(float(0.5 * (pt - pi).abs().sum(-1).max()))
         ent.append(float(-(torch.special.xlogy(pt, pt)).sum(-1).mean()))
+        kl.append(float((torch.special.xlogy(pt, pt) - pt * log_pi).sum(-1).max()))  # sum_j P_ij ln(P_ij / pi_j)
         pt = pt @ p
     return {"pi": pi.numpy(), "lam2": lam2, "t": np.arange(t_max + 1), "tv": np.array(tv), "entropy": np.array(ent),
-            "entropy_pi": float(-(torch.special.xlogy(pi, pi)).sum())}
+            "kl": np.array(kl), "entropy_pi": float(-(torch.special.xlogy(pi, pi)).sum())}
 
 
 def matrix_power(p: torch.Tensor, t: int) -> torch.Tensor:
@@ -215,15 +219,16 @@ def log_drops(ratio: np.ndarray) -> np.ndarray:
 
 
 def averaging_walk(p: torch.Tensor, x: torch.Tensor, t_max: int = 32) -> dict:
-    """Two readings of the chain: the walker's distribution P^t e_i spreads (row entropy rises), while the
-    tokens updated by the expectation, x <- P x, contract towards one point (spread falls)."""
+    """Two readings of the chain: the walker's distribution P^t e_i approaches pi (its KL to pi never rises), while
+    the tokens updated by the expectation, x <- P x, contract towards one point (spread falls)."""
     p, x = _matrix("p", p, square=True), _matrix("x", x)
     t_max = int_in("t_max", t_max, 1, 10_000)
     spread, cur = [], x
     for _ in range(t_max + 1):
         spread.append(float((cur - cur.mean(0)).pow(2).sum(-1).mean()))  # mean squared distance to the centroid
         cur = p @ cur
-    return {"t": np.arange(t_max + 1), "spread": np.array(spread), "entropy": markov_summary(p, t_max)["entropy"]}
+    chain = markov_summary(p, t_max)
+    return {"t": np.arange(t_max + 1), "spread": np.array(spread), "entropy": chain["entropy"], "kl": chain["kl"]}
 
 
 # ---------------------------------------------------------------------------------------------

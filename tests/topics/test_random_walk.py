@@ -80,6 +80,8 @@ def test_markov_summary_two_state_rate():
     assert m["tv"][5] / m["tv"][4] == pytest.approx(1 - a - b, rel=1e-9)  # exact geometric decay for 2 states
     assert m["tv"][0] == pytest.approx(max(1 - b / (a + b), 1 - a / (a + b)))
     assert m["entropy"][0] == 0.0
+    pi = m["pi"]  # from state 0 (the worse start here, since pi_0 = 1/4 < pi_1): KL(e_0 || pi) = -ln pi_0
+    assert m["kl"][0] == pytest.approx(-np.log(min(pi)), rel=1e-9) and m["kl"][-1] < m["kl"][0]
     with pytest.raises(ValueError, match="t_max"):
         R.markov_summary(p, t_max=-1)
 
@@ -134,9 +136,18 @@ def test_collapse_sweep_shapes_and_errors():
 def test_averaging_walk_contracts_spread_and_spreads_distribution():
     x = R.sphere_tokens(8, 4, 2, 0.5)
     w = R.averaging_walk(R.transition_matrix(x), x, t_max=20)
-    assert w["spread"][20] < w["spread"][0] and np.all(np.diff(w["entropy"]) > -1e-12)
+    assert w["spread"][20] < w["spread"][0] and np.all(np.diff(w["kl"]) <= 1e-12)
     with pytest.raises(ValueError, match="t_max"):
         R.averaging_walk(R.transition_matrix(x), x, t_max=0)
+
+
+def test_row_entropy_can_fall_while_kl_to_pi_never_rises():
+    # Two rows spread evenly, one sticky state: after one step the rows' mean entropy is high, then it falls towards
+    # the low entropy of pi (almost all mass on state 1), while every row's KL to pi keeps falling.
+    p = torch.tensor([[1 / 3, 1 / 3, 1 / 3], [0.01, 0.98, 0.01], [1 / 3, 1 / 3, 1 / 3]], dtype=torch.float64)
+    m = R.markov_summary(p, t_max=30)
+    assert np.any(np.diff(m["entropy"]) < -1e-3)
+    assert np.all(np.diff(m["kl"]) <= 1e-12)
 
 
 # -- demos -------------------------------------------------------------------------------------------
