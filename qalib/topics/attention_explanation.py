@@ -25,6 +25,7 @@ from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 from captum.attr._utils.approximation_methods import approximation_parameters
 
 from qalib.lab.data import CLS, N_SPECIAL, PAD, SEP, Batch
+from qalib.notebook.drawing import LiveTickLabels, bar_polygons, live, live_bars, live_title
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in
 
@@ -410,17 +411,33 @@ def real_demo_compute(model, tok, text: str, reference: str) -> dict:
     return res
 
 
-def plot_real_demo(fig, res: dict) -> None:
-    """One heat map: a row per method, a column per word piece, |attribution| / the row's maximum."""
+def plot_real_demo(fig, res: dict):
+    """One heat map: a row per method, a column per word piece, |attribution| / the row's maximum. Returns the
+    update: the image, the word pieces and the similarity are live; the x range follows the length in powers of two."""
     ax = fig.add_subplot(1, 1, 1)
-    rows = np.ma.masked_array(res["rows"], mask=np.broadcast_to(~res["content"], res["rows"].shape))
-    ax.imshow(rows, cmap="viridis", vmin=0, vmax=1, aspect="auto", interpolation="nearest")  # masked: blank
-    ax.set_yticks(range(len(METHODS)), [SHORT[m] for m in METHODS])
-    toks = [safe_label(t) for t in res["tokens"]]
-    ax.set_xticks(range(len(toks)), toks, rotation=60, ha="right", fontsize=8)
-    ax.set_xlabel("word piece ([CLS] and [SEP] left out of the scale: blank)")
-    ax.set_title(f"|attribution| / row maximum, for the cosine similarity to the reference ({res['similarity']:.2f})",
-                 fontsize=10)
+    m = len(METHODS)
+    image = live(ax.imshow(np.zeros((m, 1)), cmap="viridis", vmin=0, vmax=1, aspect="auto",
+                           interpolation="nearest"))[0]
+    ax.set_yticks(range(m), [SHORT[k] for k in METHODS])
+    pieces = LiveTickLabels(ax, "x", size=8)
+    ax.set_xlabel("word piece ([CLS] and [SEP] blank)")
+    title = live_title(ax, "|attribution| / the row's maximum")
+    fig.colorbar(image, ax=ax, label="relative |attribution|")
+
+    width = MAX_PIECES  # the image always fills the axes: columns widen for short sentences, so no limit moves
+    ax.set_xlim(-0.5, width - 0.5)
+    ax.set_ylim(m - 0.5, -0.5)
+
+    def update(r: dict):
+        t = len(r["tokens"])
+        image.set_data(np.ma.masked_array(r["rows"], mask=np.broadcast_to(~r["content"], r["rows"].shape)))
+        image.set_extent((-0.5, width - 0.5, m - 0.5, -0.5))
+        pieces.set([safe_label(x) for x in r["tokens"]], positions=(np.arange(t) + 0.5) * width / t - 0.5)
+        title.set_text(f"cosine similarity to the reference: {r['similarity']:.2f}")
+        return None
+
+    update(res)
+    return update
 
 
 # -- the adversarial demo ------------------------------------------------------------------------------------
@@ -437,18 +454,31 @@ def adversarial_demo_compute(model: MiniBert, examples: Batch, bound: float = 0.
             "delta_p": float(adv["delta_p"][0]), "bound": float(bound)}
 
 
-def plot_adversarial_demo(fig, res: dict) -> None:
+def plot_adversarial_demo(fig, res: dict):
+    """The model's own and the adversarial last-layer [CLS] attention (head mean) per token, as live bars; the
+    token ids and the JSD / delta p title are live too."""
     ax = fig.add_subplot(1, 1, 1)
-    x = np.arange(len(res["tokens"]))
-    ax.bar(x - 0.2, res["original"], width=0.4, label="the model's own", color="#2166ac")
-    ax.bar(x + 0.2, res["adversarial"], width=0.4, label="adversarial", color="#b35806", hatch="//")
-    ax.set_xticks(x, ["[CLS]"] + res["tokens"][1:-1] + ["[SEP]"], fontsize=8)
+    t = len(res["tokens"])
+    own = live_bars(ax, facecolors="#2166ac", label="the model's own")
+    adv = live_bars(ax, facecolors="#b35806", label="adversarial")
+    ax.set_xlim(-0.6, t - 0.4)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("token id (key tokens are 5-8)")
-    ax.set_ylabel("last layer [CLS] attention (head mean)")
-    ax.set_title(f"JSD {res['jsd']:.3f} nats (max ln 2 = 0.693), |Δp| = {res['delta_p']:.4f} < {res['bound']:g}",
-                 fontsize=10)
+    tokens = LiveTickLabels(ax, "x", size=8, rotation=0, width_chars=5)
+    ax.set_xlabel("token id ([CLS] first, [SEP] last)")
+    ax.set_ylabel("last-layer [CLS] attention\n(mean over heads)")
+    title = live_title(ax, "Attention the output does not need")
     ax.legend(loc="upper right", fontsize=8)
+
+    def update(r: dict):
+        x = np.arange(len(r["tokens"]))
+        own.set_verts(bar_polygons(x - 0.2, r["original"], width=0.4))
+        adv.set_verts(bar_polygons(x + 0.2, r["adversarial"], width=0.4))
+        tokens.set(["[CLS]"] + r["tokens"][1:-1] + ["[SEP]"])
+        title.set_text(f"JSD {r['jsd']:.3f} nats (max ln 2 = 0.693), |Δp| = {r['delta_p']:.4f} < {r['bound']:g}")
+        return None
+
+    update(res)
+    return update
 
 
 # -- where rollout's random walk and the real layer part ways -------------------------------------------------
