@@ -313,7 +313,7 @@ def fused_attributions(model: MiniBert, batch_inputs: dict, readout: torch.Tenso
     ig_steps interpolation points as 1 + ig_steps rows in one forward and backward (their word embeddings put in
     place by a hook), and its T erasures in one forward without gradients. The same numbers as Captum's
     (Gauss-Legendre points, as its default; tests/topics/test_attention_explanation.py compares them) at a fraction
-    of the cost: the typing demo's path."""
+    of the cost: the typing demo's path. Also returns f(x) under "target"."""
     ids, types, mask = batch_inputs["input_ids"], batch_inputs["token_type_ids"], batch_inputs["attention_mask"]
     if ids.shape[0] != 1:
         raise ValueError("fused_attributions takes one sentence")
@@ -344,7 +344,7 @@ def fused_attributions(model: MiniBert, batch_inputs: dict, readout: torch.Tenso
     loo = (y[0].detach() - y_erased) * mask[0]
     loo[0] = 0.0  # [CLS] is not erased
     out["leave-one-out"] = loo[None]
-    return {m: out[m] for m in METHODS}
+    return {**{m: out[m] for m in METHODS}, "target": y[:1].detach()}  # and f(x) itself, (1,)
 
 
 _REFERENCES: dict = {}  # (id(model), reference) -> its unit embedding: the demo embeds each reference once
@@ -379,8 +379,7 @@ def real_attributions(model: MiniBert, tok, text: str, reference: str, ig_steps:
     f = similarity_to(_reference_embedding(model, tok, reference))
     attr = fused_attributions(model, enc, mean_readout(enc["attention_mask"].bool()), f, ig_steps,
                               (tok.cls_id, tok.sep_id))
-    with torch.no_grad():
-        sim = float(f(model, **enc)[0])
+    sim = float(attr.pop("target")[0])
     tokens = pieces[: t - 1] + ["[SEP]"] if len(pieces) > MAX_PIECES else pieces
     return {"tokens": tokens, "attr": {m: a[0].numpy() for m, a in attr.items()}, "similarity": sim,
             "reference": reference, "note": html.escape(note)}

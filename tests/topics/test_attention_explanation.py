@@ -99,6 +99,8 @@ def test_fused_path_equals_captum_and_the_erasures():
     slow = A.attributions(model, inputs, readout, target, None, ig_steps=5)
     for m in A.METHODS:
         assert torch.allclose(fused[m], slow[m], atol=1e-5), m
+    with torch.no_grad():
+        assert torch.allclose(fused["target"], target(model, *inputs.values()), atol=1e-6)
     assert all(p.requires_grad for p in model.parameters())
     with pytest.raises(ValueError, match="one sentence"):
         A.fused_attributions(model, task.sample(2)[0].model_inputs(), readout, target)
