@@ -498,8 +498,9 @@ def residual_share(model: MiniBert, batch_inputs: dict) -> torch.Tensor:
 
 def completeness_gap(model: MiniBert, batch_inputs: dict, target: torch.Tensor, ig_steps: int = IG_STEPS,
                      min_change: float = 1.0) -> torch.Tensor:
-    """Integrated gradients' completeness check (Sundararajan et al. 2017, sec. 3 and Proposition 1: the attributions
-    should sum to f(x) - f(x'); they advise checking it to choose the number of steps): |sum - (f(x) - f(x'))| /
+    """Integrated gradients' completeness check (Sundararajan et al. 2017, Proposition 1: the attributions sum to
+    f(x) - f(x'); the paper advises checking this when choosing the number of steps, sec. 5 as we recall it):
+    |sum - (f(x) - f(x'))| /
     |f(x) - f(x')| for the sentences whose target moves by more than min_change between baseline and input (N,)."""
     ids = batch_inputs["input_ids"]
     ig = gradient_attributions(model, batch_inputs, class_margin, target, ig_steps)["integrated gradients"].sum(1)
