@@ -187,6 +187,19 @@ CATALOG = [
           "and FLOPs per sequence",
           formula=r"$\mathcal{L}_{MLM}=-\sum_{t\in M}\log p(x_t\mid\tilde x)$, $\mathcal{L}_{LM}=-\sum_t\log p(x_t\mid x_{<t})$",
           number="T5: noise_density 0.15, mean_noise_span_length 3.0 (t5 code, span_corruption)"),
+    Entry("18_attention_explanation.ipynb", "qalib.topics.attention_explanation",
+          "qalib.topics.attention_explanation_experiment",
+          "Is attention an explanation?",
+          "Not by itself: a weight says how much of a value was mixed into one position in one layer, not whether "
+          "the output depends on it. In a toy whose label is one known token, a 100%-accurate 2-layer model's "
+          "last-layer [CLS] attention can skip that token for a whole class, and it can be moved far (JSD > 0.3 nats) "
+          "with |delta p| < 0.01 (Jain & Wallace's test). Rollout's (P + I)/2 product found the token in the toy but "
+          "not in MiniLM; erasure and integrated gradients found it far above chance in both. Check attention "
+          "against the output.",
+          "a sentence and a reference you type, six attributions on MiniLM side by side; the adversarial bound on "
+          "|delta p| and the sentence",
+          formula=r"rollout $R=\prod_\ell \frac{1}{2}(\bar P_\ell+I)$; IG $(x-x')\cdot\int_0^1\nabla f(x'+\alpha(x-x'))\,d\alpha$",
+          number="JSD between two distributions is at most ln 2 = 0.693 nats"),
 ]
 
 
