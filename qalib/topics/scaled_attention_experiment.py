@@ -20,7 +20,7 @@ import torch
 
 from qalib.lab.data import CLS, IGNORE, N_SPECIAL, Batch
 from qalib.lab.parallel import map_grid
-from qalib.lab.train import TrainConfig, train
+from qalib.lab.train import TrainConfig, loss_and_accuracy, train
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import choices, int_in, seed_list
@@ -91,6 +91,28 @@ def train_variant(scale, seed: int, steps: int = 200, d_model: int = 64, n_heads
     return {"step": np.array(hist.step), "loss": np.array(hist.loss), "accuracy": np.array(hist.accuracy),
             "entropy_step": np.array(hist.entropy_step), "entropy": np.array([e[0] for e in hist.attn_entropy]),
             "qk_grad": np.array(qk_grad)[np.array(hist.step)]}
+
+
+def initial_qk_grads(scales=SCALES, seeds=range(100), d_model: int = 64, n_heads: int = 1, batch_size: int = 32,
+                     task: RecallTask | None = None) -> dict[str, np.ndarray]:
+    """The W_q, W_k gradient norm at step 0 for many initialisations, without training: scale -> (n_seeds,).
+
+    Entry i is train_variant(scale, seeds[i])["qk_grad"][0]: the same initial weights (torch.manual_seed(seed),
+    then the model) and the same first batch (a generator seeded with seed), one forward and backward pass."""
+    seeds = seed_list("seeds", seeds)
+    scales = choices("scales", scales, SCALES)
+    task = task or RecallTask()
+    out = {}
+    for s in scales:
+        norms = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            model = MiniBert(recall_config(d_model, n_heads, task, attn_scale=s)).train()
+            loss, _ = loss_and_accuracy(model, task.batch(batch_size, torch.Generator().manual_seed(seed)))
+            loss.backward()
+            norms.append(float(model.layers[0].attention.qkv.weight.grad[: 2 * d_model].norm()))
+        out[s] = np.array(norms)
+    return out
 
 
 def _train_pair(pair: tuple, **kwargs) -> dict:

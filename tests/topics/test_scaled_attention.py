@@ -126,6 +126,15 @@ def test_scale_ablation_runs_and_validates():
         ex.scale_ablation(steps=5)
 
 
+def test_initial_qk_grads_is_the_first_training_step_gradient():
+    g0 = ex.initial_qk_grads(scales=("none", "inv_dk"), seeds=(3, 4), d_model=16)
+    assert g0["none"].shape == (2,) and finite_values(g0)
+    for scale in ("none", "inv_dk"):
+        assert g0[scale][1] == pytest.approx(ex.train_variant(scale, 4, steps=20, d_model=16)["qk_grad"][0], rel=1e-5)
+    with pytest.raises(ValueError, match="scales"):
+        ex.initial_qk_grads(scales=("half",))
+
+
 
 
 def test_attention_demo_rounds_its_log_slider_to_an_int_d_k():
