@@ -109,7 +109,7 @@ def eval_gaps(model: MiniBert, task: PaddedMLMTask, n_batches: int = 4, batch_si
     padded = [task.batch(batch_size, gen, extra_pad=8) for _ in range(n_batches)]
     trained = copy.deepcopy(model).train()
     singles = [Batch(*(t[i:i + 1] for t in (b.input_ids, b.token_type_ids, b.attention_mask, b.labels)), "token")
-               for b in batches[:1] for i in range(batch_size)]
+               for b in batches for i in range(batch_size)]
     singles = [s for s in singles if (s.labels != IGNORE).any()]
     # batch size 1 vs the same sentences in their batch: weight each sentence's tokens alike in both
     one = sum(float(loss_and_accuracy(trained, s)[0]) * int((s.labels != IGNORE).sum()) for s in singles)

@@ -35,7 +35,7 @@ class ProbeSetup:
     k: int = 1
     seq_len: int = 16
     vocab_size: int = 16
-    steps: int = 150
+    steps: int = 200
     batch_size: int = 32
     lr: float = 1e-2
     d_model: int = 32
