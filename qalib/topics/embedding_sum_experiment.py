@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from qalib.lab.data import CLS, N_SPECIAL, SEP, Batch
 from qalib.lab.probes import fit_probe
 from qalib.lab.train import TrainConfig, evaluate
+from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.validate import choices, int_in, seed_list
 from qalib.notebook.drawing import seed_band
@@ -264,8 +265,6 @@ def run_experiment(variants=tuple(VARIANTS), seeds=(0, 1, 2, 3, 4), steps: int =
     The seeds of one variant train as one batched computation (qalib.lab.train_batched.train_seeds).
     lr 1e-3: at the earlier 1e-2 (120 steps) 13 of 30 seeds of the sum model ended at chance; at 1e-3 and 160
     steps 2 of 40 ended below 0.9 and 3 of 40 concat seeds stayed at chance (a plateau, not a crash)."""
-    from qalib.lab.train_batched import train_seeds
-
     variants = choices("variants", variants, VARIANTS)
     seeds = seed_list("seeds", seeds)
     out = {"variants": list(variants), "seeds": list(seeds), "steps": steps, "lr": lr, "curves": {}, "accuracy": {},
