@@ -354,8 +354,13 @@ def test_a_slide_deck_works_offline_and_prints_to_pdf(browser, tmp_path):
         page.screenshot(path=str(SCREENSHOTS / f"slides-{Path(topic).stem}.png"))
         page.goto(deck.as_uri() + "?print-pdf")
         page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+        # reveal.js lays the print view out after it is ready (setupPDF awaits a frame, then appends one .pdf-page
+        # per slide): printing before that gave an 8-page PDF of a 30-slide deck on a fast CI machine.
+        slides = page.evaluate("Reveal.getTotalSlides()")
+        page.wait_for_function(f"document.querySelectorAll('.reveal .pdf-page').length >= {slides}", timeout=60_000)
         pdf = page.pdf(width="1280px", height="720px", print_background=True)
-        assert pdf.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page(?!s)", pdf)) >= 10
+        pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf))
+        assert pdf.startswith(b"%PDF") and slides >= 10 and pages >= slides, f"{pages} PDF pages for {slides} slides"
         assert fetched_elsewhere == [], fetched_elsewhere
     finally:
         page.close()
