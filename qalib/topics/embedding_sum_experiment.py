@@ -140,8 +140,10 @@ def real_probe(model, n_seq: int = 48, seq_len: int = 128, seed: int = 0, word_s
             res["position_within_2"] = float(((pred - y[n_tr:]).abs() <= 2).double().mean())
             res["position_pred"], res["position_true"] = pred[:, :].reshape(-1).numpy(), y[n_tr:].reshape(-1).numpy()
     E = F.normalize(model.embeddings.word_embeddings.weight.double(), dim=-1)
-    sub = X[n_tr:, :8].reshape(-1, X.shape[-1])                # 8 positions x test sequences
-    res["token_acc"] = float(((sub @ E.T).argmax(-1) == ids[n_tr:, :8].reshape(-1)).double().mean())
+    # 32 positions x the test sequences (384 tokens at the defaults): with 8 positions (96 tokens) one or two
+    # misses moved the rate by 2 points between seed sets
+    sub = X[n_tr:, :32].reshape(-1, X.shape[-1])              # (n_test * 32, d)
+    res["token_acc"] = float(((sub @ E.T).argmax(-1) == ids[n_tr:, :32].reshape(-1)).double().mean())
     res.update(seq_len=seq_len, n_test_tokens=int((n_seq - n_tr) * seq_len))
     return res
 
