@@ -16,8 +16,9 @@ import torch.nn.functional as F
 
 from qalib.lab.data import IGNORE, MLMTask, SyntheticLanguage
 from qalib.lab.device import one_thread
-from qalib.lab.parallel import map_grid
-from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, evaluate
+from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
@@ -73,26 +74,34 @@ def run_residual_experiment(seeds=range(3), steps: int = 150, d_model: int = 32,
            "best_constant": best_constant_accuracy(task, eval_batches, eval_batch_size),
            "curves": {}, "final": {}, "ratio": {}, "erank": {}, "ratio_init": {}, "erank_init": {}, "step": None}
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=20, log_every=log_every, device=device)
-    train_one = functools.partial(_train_one, task=task, d_model=d_model, n_layers=n_layers, seq_len=seq_len,
-                                  eval_batches=eval_batches, eval_batch_size=eval_batch_size, train_cfg=train_cfg)
-    for name, mine in map_grid(train_one, VARIANTS, seeds, device).items():  # runs side by side on the CPU cores
+    # every seed of one variant in one batched run (qalib.lab.train_batched); the two variants side by side on the cores
+    train_variant = functools.partial(_train_variant, seeds=seeds, task=task, d_model=d_model, n_layers=n_layers,
+                                      seq_len=seq_len, eval_batches=eval_batches, eval_batch_size=eval_batch_size,
+                                      train_cfg=train_cfg)
+    for name, mine in zip(VARIANTS, map_runs(train_variant, list(VARIANTS), device)):
         out["step"] = mine[-1]["step"]
         for key in ("curves", "final", "ratio", "erank", "ratio_init", "erank_init"):
             out[key][name] = np.array([o[key] for o in mine])
     return out
 
 
-def _train_one(run: tuple[str, int], task, d_model: int, n_layers: int, seq_len: int, eval_batches: int,
-               eval_batch_size: int, train_cfg: TrainConfig) -> dict:
-    name, seed = run
-    torch.manual_seed(seed)
-    model = MiniBert(experiment_config(VARIANTS[name], d_model, n_layers, max_len=seq_len + 8))
-    init = layer_profile(model, task, batch_size=min(64, eval_batch_size))
-    hist = train(model, task, train_cfg.replace(seed=seed))
-    prof = layer_profile(model, task, batch_size=min(64, eval_batch_size))
-    final = evaluate(model, task, n_batches=eval_batches, batch_size=eval_batch_size)["accuracy"]
-    return {"step": np.array(hist.step), "curves": hist.accuracy, "final": final, "ratio": prof["ratio"],
-            "erank": prof["erank"], "ratio_init": init["ratio"], "erank_init": init["erank"]}
+def _train_variant(name: str, seeds: list[int], task, d_model: int, n_layers: int, seq_len: int, eval_batches: int,
+                   eval_batch_size: int, train_cfg: TrainConfig) -> list[dict]:
+    """Every seed of one variant: member i starts as torch.manual_seed(seed_i); MiniBert(config) and reads its own
+    data stream, so each seed sees the same data with and without the residual path."""
+    cfg = experiment_config(VARIANTS[name], d_model, n_layers, max_len=seq_len + 8)
+    inits = []
+    for seed in seeds:  # the profile at initialisation: the same weights train_seeds will start from
+        torch.manual_seed(seed)
+        inits.append(layer_profile(MiniBert(cfg), task, batch_size=min(64, eval_batch_size)))
+    run = train_seeds(cfg, task, seeds, train_cfg)
+    out = []
+    for model, hist, init in zip(run.models, run.histories, inits):
+        prof = layer_profile(model, task, batch_size=min(64, eval_batch_size))
+        final = evaluate(model, task, n_batches=eval_batches, batch_size=eval_batch_size)["accuracy"]
+        out.append({"step": np.array(hist.step), "curves": hist.accuracy, "final": final, "ratio": prof["ratio"],
+                    "erank": prof["erank"], "ratio_init": init["ratio"], "erank_init": init["erank"]})
+    return out
 
 
 def plot_experiment(fig, res: dict) -> None:
