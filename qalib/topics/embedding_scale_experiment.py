@@ -16,8 +16,9 @@ import numpy as np
 import torch
 
 from qalib.lab.data import SyntheticLanguage, MLMTask
-from qalib.lab.parallel import map_grid
-from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, evaluate
+from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.positions import sinusoidal
@@ -77,9 +78,11 @@ def run_experiment(steps: int = 100, seeds=(0, 1, 2), d_model: int = 64, vocab_s
                            uniform_loss=float(np.log(task.language.n_content)))
     train_cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 6),
                             log_every=log_every, device=device)
-    by_variant = map_grid(partial(_train_one, d_model=d_model, vocab_size=vocab_size, task=task, train_cfg=train_cfg,
-                                  eval_batch_size=eval_batch_size), variants, seeds, device)  # {v: [per seed]}
-    for v, mine in by_variant.items():
+    # every seed of one variant in one batched run (qalib.lab.train_batched); the variants side by side on the cores
+    variants = list(variants)
+    per_variant = map_runs(partial(_train_variant, seeds=seeds, d_model=d_model, vocab_size=vocab_size, task=task,
+                                   train_cfg=train_cfg, eval_batch_size=eval_batch_size), variants, device)
+    for v, mine in zip(variants, per_variant):
         res.steps = mine[-1]["step"]
         res.loss[v] = np.array([o["loss"] for o in mine])
         res.accuracy[v] = np.array([o["accuracy"] for o in mine])
@@ -88,16 +91,22 @@ def run_experiment(steps: int = 100, seeds=(0, 1, 2), d_model: int = 64, vocab_s
     return res
 
 
-def _train_one(run: tuple[str, int], d_model: int, vocab_size: int, task, train_cfg: TrainConfig,
-               eval_batch_size: int) -> dict:
-    v, seed = run
-    torch.manual_seed(seed)
-    model = MiniBert(variant_config(v, d_model, vocab_size))
-    before = _token_to_position(model)
-    hist = train(model, task, train_cfg.replace(seed=seed))
-    ev = evaluate(model, task, n_batches=2, batch_size=eval_batch_size)
-    return {"step": np.array(hist.step), "loss": hist.loss, "accuracy": ev["accuracy"], "eval_loss": ev["loss"],
-            "ratios": (before, _token_to_position(model.cpu()))}
+def _train_variant(v: str, seeds: list[int], d_model: int, vocab_size: int, task, train_cfg: TrainConfig,
+                   eval_batch_size: int) -> list[dict]:
+    """Every seed of one variant: member i starts as torch.manual_seed(seed_i); MiniBert(config) and reads its own
+    data stream, so each seed sees the same data in every variant."""
+    cfg = variant_config(v, d_model, vocab_size)
+    before = []
+    for seed in seeds:  # the ratio at initialisation: the weights train_seeds starts member i from
+        torch.manual_seed(seed)
+        before.append(_token_to_position(MiniBert(cfg)))
+    run = train_seeds(cfg, task, seeds, train_cfg)
+    out = []
+    for model, hist, ratio0 in zip(run.models, run.histories, before):
+        ev = evaluate(model, task, n_batches=2, batch_size=eval_batch_size)
+        out.append({"step": np.array(hist.step), "loss": hist.loss, "accuracy": ev["accuracy"], "eval_loss": ev["loss"],
+                    "ratios": (ratio0, _token_to_position(model.cpu()))})
+    return out
 
 
 def plot_experiment(fig, res: ExperimentResult) -> None:
