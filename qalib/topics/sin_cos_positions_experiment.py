@@ -14,8 +14,9 @@ import numpy as np
 import torch
 
 from qalib.lab.data import IGNORE, ProbeTask
-from qalib.lab.parallel import map_grid
-from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, evaluate
+from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import choices, int_in, seed_list
@@ -87,7 +88,7 @@ def run_position_experiment(variants=VARIANTS, seeds=(0, 1, 2), steps: int = 200
                             long_len: int = 24, d_model: int = 32, vocab_size: int = 16, batch_size: int = 32,
                             lr: float = 5e-3, device=None) -> PositionExperiment:
     """Train each variant once per seed; evaluate at train_len (held-out batches) and per position at long_len.
-    Defaults: ~1800 steps of a 1-layer d=32 model in all, about 10-15 s on 2 CPU cores."""
+    Each variant's seeds train as one batched run (train_seeds); the variants run side by side on the cores."""
     variants = choices("variants", variants, VARIANTS)
     seeds = seed_list("seeds", seeds)
     int_in("long_len", long_len, train_len + 1)  # longer than trained on: the length the variants extrapolate to
@@ -96,15 +97,15 @@ def run_position_experiment(variants=VARIANTS, seeds=(0, 1, 2), steps: int = 200
                        device=None if device is None else str(device))
     res = PositionExperiment(tuple(variants), tuple(seeds), train_len, long_len, [], {}, {}, {}, {},
                              chance=1 / (vocab_size - 5), bag_ceiling=bag_of_tokens_ceiling(task))
-    _train_all(res, task, tcfg, d_model, vocab_size)  # one thread per run (map_grid): tiny matrices
+    _train_all(res, task, tcfg, d_model, vocab_size)
     return res
 
 
 def _train_all(res: PositionExperiment, task: ProbeTask, tcfg: TrainConfig, d_model: int, vocab_size: int) -> None:
-    variants, seeds = res.variants, res.seeds
-    train_one = partial(_train_one, task=task, tcfg=tcfg, train_len=res.train_len, long_len=res.long_len,
-                        d_model=d_model, vocab_size=vocab_size)
-    for v, mine in map_grid(train_one, variants, seeds, tcfg.device).items():  # runs side by side on the CPU cores
+    # every seed of one variant in one batched run (qalib.lab.train_batched); the variants side by side on the cores
+    train_variant = partial(_train_variant, seeds=list(res.seeds), task=task, tcfg=tcfg, train_len=res.train_len,
+                            long_len=res.long_len, d_model=d_model, vocab_size=vocab_size)
+    for v, mine in zip(res.variants, map_runs(train_variant, list(res.variants), tcfg.device)):
         res.steps = mine[-1]["step"]
         res.models[v] = [o["model"] for o in mine]
         res.curves[v] = np.array([o["curve"] for o in mine])
@@ -114,19 +115,21 @@ def _train_all(res: PositionExperiment, task: ProbeTask, tcfg: TrainConfig, d_mo
         res.long_accuracy[v] = np.array(longs) if longs else None
 
 
-def _train_one(run: tuple[str, int], task: ProbeTask, tcfg: TrainConfig, train_len: int, long_len: int,
-               d_model: int, vocab_size: int) -> dict:
-    v, s = run
-    torch.manual_seed(s)
-    model = build_model(v, train_len, d_model, vocab_size)
-    hist = train(model, task, tcfg.replace(seed=s))
-    model.cpu()
-    out = {"step": hist.step, "curve": hist.accuracy, "model": model, "long": None, "long_error": None,
-           "accuracy": evaluate(model, task, n_batches=2, batch_size=256)["accuracy"]}
-    try:
-        out["long"] = accuracy_by_position(model, task, long_len)
-    except ValueError as err:
-        out["long_error"] = str(err)
+def _train_variant(v: str, seeds: list[int], task: ProbeTask, tcfg: TrainConfig, train_len: int, long_len: int,
+                   d_model: int, vocab_size: int) -> list[dict]:
+    """Every seed of one variant: member i starts as torch.manual_seed(seed_i); build_model(v, ...) and reads its
+    own data stream, so each seed sees the same data in every variant."""
+    run = train_seeds(partial(build_model, v, train_len, d_model, vocab_size), task, seeds, tcfg)
+    out = []
+    for model, hist in zip(run.models, run.histories):
+        model.cpu()
+        o = {"step": hist.step, "curve": hist.accuracy, "model": model, "long": None, "long_error": None,
+             "accuracy": evaluate(model, task, n_batches=2, batch_size=256)["accuracy"]}
+        try:
+            o["long"] = accuracy_by_position(model, task, long_len)
+        except ValueError as err:
+            o["long_error"] = str(err)
+        out.append(o)
     return out
 
 
