@@ -1,12 +1,12 @@
 """Notebook 17, "Fine-tuning: what does [CLS] carry, and why does question answering not use it?": two tasks whose
-truth is known, built from MiniLM's own word pieces; the heads BERT puts on an encoder (a classifier on [CLS], one
-on the mean of the tokens, BERT's span head and a span head that reads [CLS] alone); BERT's fine-tuning recipe on
-the pretrained weights with the bottom layers frozen or not; and what a run moved (per-layer weight change, CKA to
-the start, the similarity structure of held-out text). Compute functions are pure; the training runs live in
-fine_tuning_experiment.py, the demos in fine_tuning_demos.py, the plots in fine_tuning_plots.py.
+truth is known, built from MiniLM's own word pieces; the heads BERT puts on an encoder (a classifier on [CLS],
+BERT's span head, and a span head that reads [CLS] alone); BERT's fine-tuning recipe on the pretrained weights with
+the bottom layers frozen or not; and what a run moved (per-layer weight change, CKA to the start, the similarity
+structure of held-out text). Compute functions are pure; the training runs and the notebook's figures live in
+fine_tuning_experiment.py, the demos in fine_tuning_demos.py.
 
     words = WordIds(tokenizer)                          # every word of the tasks as one word piece
-    batch = MembershipTask().sample(words, 16, gen)     # "[CLS] animal [SEP] we saw a dog today [SEP]" -> 1
+    batch = MembershipTask().sample(words, 16, gen)     # "[CLS] animal [SEP] see a dog [SEP]" -> 1
     stream = frozen_stream(model, batches)              # the pretrained hidden states, computed once
     run = finetune(model, stream, "cls", FineTuneConfig(lr=3e-4, trainable=6), seed=0)
 """
@@ -36,7 +36,7 @@ CATEGORIES = {
     "vehicle": ("car", "bus", "truck", "train", "bicycle", "boat", "ship", "plane", "tractor", "taxi"),
     "furniture": ("chair", "table", "sofa", "bed", "desk", "shelf", "cupboard", "wardrobe", "stool", "bench"),
     "job": ("doctor", "teacher", "farmer", "lawyer", "nurse", "pilot", "baker", "chef", "engineer", "soldier"),
-    "tool": ("hammer", "saw", "drill", "shovel", "axe", "rake", "ladder", "spade"),
+    "tool": ("hammer", "drill", "shovel", "axe", "rake", "ladder", "spade", "knife", "scissors", "broom"),
 }
 COLOURS = ("red", "blue", "green", "yellow", "purple", "pink", "brown", "grey", "black", "white")
 FILLERS = ("the", "we", "then", "saw", "very", "and", "it", "was", "so", "here", "there", "one", "day", "later")
@@ -52,7 +52,14 @@ class WordIds:
     def __init__(self, tokenizer) -> None:
         self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
         words = set(COLOURS) | set(FILLERS) | set(CATEGORIES) | {w for ws in CATEGORIES.values() for w in ws}
-        words |= {w for t in TEMPLATES for w in t.split() if w != "{}"}
+        template_words = {w for t in TEMPLATES for w in t.split() if w != "{}"}
+        words |= template_words
+        nouns = [w for ws in CATEGORIES.values() for w in ws]
+        shared = sorted({w for w in nouns if nouns.count(w) > 1}
+                        | (set(nouns) & (set(COLOURS) | set(FILLERS) | template_words | set(CATEGORIES))))
+        if shared:  # the truth would be ambiguous: "we saw saw", or a filler that is also an answer
+            raise ValueError(f"task words {shared} play two roles (a noun of two categories, or a noun that is also a "
+                             "colour, filler, template word or category name)")
         self.ids = {}
         for w in sorted(words):
             pieces = tokenizer.tokens(w)[1:-1]
@@ -81,6 +88,9 @@ class Examples:
 
     def slice(self, lo: int, hi: int) -> "Examples":
         return Examples(self.input_ids[lo:hi], self.token_type_ids[lo:hi], self.labels[lo:hi])
+
+    def to(self, device) -> "Examples":
+        return Examples(self.input_ids.to(device), self.token_type_ids.to(device), self.labels.to(device))
 
 
 def _pair(words: WordIds, question: torch.Tensor, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,15 +180,14 @@ TASKS = {"pair": MembershipTask, "span": SpanTask}
 
 
 # -- heads: what BERT puts on the encoder for each kind of task -------------------------------------------------
-HEADS = ("cls", "mean", "span", "cls_span")
-HEAD_NAMES = {"cls": "[CLS] classifier", "mean": "mean-pooled classifier", "span": "span head on every token",
-              "cls_span": "span head on [CLS]"}
+HEADS = ("cls", "span", "cls_span")
+HEAD_NAMES = {"cls": "[CLS] classifier", "span": "span head on every token", "cls_span": "span head on [CLS]"}
 
 
 class Head(nn.Module):
     """cls: W C + b on the last layer's [CLS] vector C (BERT sec. 4.1: 'the only new parameters ... are
-    classification layer weights W'); mean: the same on the mean of every token's vector (what MiniLM was trained
-    to output); span: a start vector S and an end vector E scored against every token T_i (BERT sec. 4.2);
+    classification layer weights W'); span: a start vector S and an end vector E scored against every token T_i
+    (BERT sec. 4.2);
     cls_span: start and end logits for every position read from [CLS] alone, a linear map d -> 2T.
     Weights N(0, 0.02) as BERT initialises, biases 0."""
 
@@ -186,7 +195,7 @@ class Head(nn.Module):
         super().__init__()
         self.kind = choice("head", kind, HEADS)
         self.seq_len = seq_len
-        n_out = {"cls": 2, "mean": 2, "span": 2, "cls_span": 2 * seq_len}[kind]
+        n_out = {"cls": 2, "span": 2, "cls_span": 2 * seq_len}[kind]
         self.linear = nn.Linear(d, n_out)
         with torch.no_grad():
             self.linear.weight.copy_(torch.randn(n_out, d, generator=generator) * 0.02)
@@ -196,8 +205,6 @@ class Head(nn.Module):
         """(B, T, d) -> class logits (B, 2), or start/end logits (B, 2, T)."""
         if self.kind == "cls":
             return self.linear(hidden[:, 0])
-        if self.kind == "mean":
-            return self.linear(hidden.mean(1))  # every token is real: a plain mean is the masked mean
         if self.kind == "span":
             return self.linear(hidden).transpose(1, 2)                   # (B, T, 2) -> (B, 2, T)
         return self.linear(hidden[:, 0]).view(-1, 2, self.seq_len)       # (B, 2T) -> (B, 2, T)
@@ -234,22 +241,27 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 @dataclass
 class Stream:
     """A fixed list of examples and the pretrained model's hidden states on them: hidden[l] (N, T, d) is the input
-    of layer l (hidden[0] the embeddings' output, hidden[L] the last layer's output). A run that trains the top
-    n layers starts from hidden[L - n], so frozen layers are run once per stream, not once per run."""
+    of layer l (hidden[0] the embeddings' output, hidden[L] the last layer's output, if the stream went that far).
+    A run that trains the top n layers starts from hidden[L - n], so frozen layers are run once per stream, not once
+    per run."""
 
     examples: Examples
     hidden: list[torch.Tensor]
 
 
-def frozen_stream(model: MiniBert, examples: Examples, batch_size: int = 64) -> Stream:
-    """The pretrained model's hidden states after the embeddings and after each layer, on every example."""
+def frozen_stream(model: MiniBert, examples: Examples, batch_size: int = 64, layers: int | None = None) -> Stream:
+    """The pretrained model's hidden states after the embeddings and after each of its first `layers` layers (default:
+    all), on every example (moved to the model's device). A run that trains the top k layers needs only the first
+    L - k: the rest would be computed and never read."""
+    n = len(model.layers) if layers is None else int_in("layers", layers, 0, len(model.layers))
+    examples = examples.to(next(model.parameters()).device)
     parts = []
     with torch.no_grad():
         for lo in range(0, len(examples), batch_size):
             ex = examples.slice(lo, lo + batch_size)
-            out = model(ex.input_ids, ex.token_type_ids, output_hidden_states=True)
-            parts.append(out.hidden_states)
-    return Stream(examples, [torch.cat([p[i] for p in parts]) for i in range(len(parts[0]))])
+            x = model.embeddings(ex.input_ids, ex.token_type_ids, None)  # every token real: no mask
+            parts.append([x] + run_layers(model.layers[:n], x))
+    return Stream(examples, [torch.cat([p[i] for p in parts]) for i in range(n + 1)])
 
 
 def run_layers(layers, x: torch.Tensor) -> list[torch.Tensor]:
@@ -330,16 +342,17 @@ def finetune(base: MiniBert, stream: Stream, head: str, cfg: FineTuneConfig, see
     if steps < 1:
         raise ValueError(f"the stream holds {len(stream.examples)} examples, fewer than one batch of {cfg.batch_size}")
     top = copy.deepcopy(base.layers[n_layers - trainable:]).train()
-    gen = torch.Generator().manual_seed(seed)
-    new_head = Head(head, base.cfg.d_model, stream.examples.input_ids.shape[1], gen)
+    x_in = stream.hidden[n_layers - trainable]
+    gen = torch.Generator().manual_seed(seed)  # on the CPU: the same head on every device
+    new_head = Head(head, base.cfg.d_model, stream.examples.input_ids.shape[1], gen).to(x_in.device)
     decay, no_decay = [], []
     for name, p in list(top.named_parameters()) + list(new_head.named_parameters()):
         (no_decay if name.endswith("bias") or "norm" in name else decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, eps=1e-6, fused=True)
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, eps=1e-6,
+                            fused=x_in.device.type in ("cpu", "cuda"))  # one kernel per step: ~5x faster here
     params = decay + no_decay
     losses = []
-    x_in = stream.hidden[n_layers - trainable]
     labels = stream.examples.labels
     for step in range(steps):
         for group in opt.param_groups:
@@ -354,12 +367,13 @@ def finetune(base: MiniBert, stream: Stream, head: str, cfg: FineTuneConfig, see
         if cfg.clip > 0:
             torch.nn.utils.clip_grad_norm_(params, cfg.clip)
         opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())
     top.eval()
-    return Tuned(base, top, new_head.eval(), cfg, losses)
+    return Tuned(base, top, new_head.eval(), cfg, torch.stack(losses).tolist())  # one host sync, not one a step
 
 
 # -- what a run moved --------------------------------------------------------------------------------------
+@torch.no_grad()
 def relative_weight_change(base: MiniBert, tuned: Tuned) -> np.ndarray:
     """(L,) per layer ||theta - theta_0|| / ||theta_0|| over all of the layer's parameters (0 for a frozen layer)."""
     out = np.zeros(len(base.layers))

@@ -13,9 +13,9 @@ from qalib.topics.fine_tuning import (HEAD_NAMES, movement_demo_compute, plot_mo
 from qalib.topics.fine_tuning_experiment import _small_result
 
 
-def movement_demo(result: dict | None = None) -> Demo:
-    res = result if result is not None else _small_result()
-    grid = dict(res["pair"], lrs=res["lrs"], trainable=res["trainable"])
+def movement_demo(pair: dict | None = None) -> Demo:
+    """pair: the notebook's run_pair result."""
+    res = pair if pair is not None else _small_result()["pair"]
     n_layers = res["n_layers"]
     controls = {
         "lr": W.SelectionSlider(options=[(f"{lr:g}", lr) for lr in res["lrs"]], value=res["main_lr"],
@@ -24,23 +24,22 @@ def movement_demo(result: dict | None = None) -> Demo:
                                        value=n_layers, description="trained"),
         "seed": W.Dropdown(options=list(range(len(res["seeds"]))), value=0, description="run (seed index)"),
     }
-    return Demo(partial(movement_demo_compute, grid), plot_movement_demo, controls,
+    return Demo(partial(movement_demo_compute, res), plot_movement_demo, controls,
                 title="What a fine-tuning run moved, layer by layer (runs made above)", figsize=(10, 3.4))
 
 
-def span_demo(result: dict | None = None) -> Demo:
-    res = result if result is not None else _small_result()
+def span_demo(span: dict | None = None) -> Demo:
+    """span: the notebook's run_span result."""
+    res = span if span is not None else _small_result()["span"]
     _, tok = real_model()
-    tokens = [tok.backend.id_to_token(int(i)) for i in res["span_eval"].input_ids.flatten()]
-    width = res["span_eval"].input_ids.shape[1]
-    tokens = [tokens[r * width:(r + 1) * width] for r in range(len(res["span_eval"]))]
-    logits = res["span"]["logits"]
+    tokens = [[tok.backend.id_to_token(int(i)) for i in row] for row in res["eval"].input_ids]
+    logits = res["logits"]
     controls = {
         "head": W.ToggleButtons(options=[(HEAD_NAMES[h], h) for h in logits], value="span", description="head"),
         "example": W.IntSlider(value=0, min=0, max=len(tokens) - 1, description="held-out example"),
         "seed": W.Dropdown(options=list(range(len(res["seeds"]))), value=0, description="run (seed index)"),
     }
-    return Demo(partial(span_demo_compute, logits, res["span_eval"], tokens), plot_span_demo, controls,
+    return Demo(partial(span_demo_compute, logits, res["eval"], tokens), plot_span_demo, controls,
                 title="Where does the answer start and end? Two span heads on the same tokens", figsize=(10, 3.4))
 
 
