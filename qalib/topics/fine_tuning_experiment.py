@@ -200,7 +200,7 @@ def run_span(seeds=(0, 1), steps: int = 24, device=None) -> dict:
     eval_seed = EVAL_SEED + seeds[0]
     fx = fixed(eval_seed, device)
     span = map_runs(partial(_span_seed, steps=steps, eval_seed=eval_seed, device=device), seeds, device=device)
-    return {"seeds": seeds, "steps": steps, "eval": fx.span_eval.examples.to("cpu"),
+    return {"seeds": seeds, "steps": steps, "n_layers": len(fx.base.layers), "eval": fx.span_eval.examples.to("cpu"),
             "em": {h: np.array([s["em"][h] for s in span]) for h in ("span", "cls_span")},
             "phrase": {h: np.array([s["phrase"][h] for s in span]) for h in ("span", "cls_span")},
             "logits": {h: np.stack([s["logits"][h] for s in span]) for h in ("span", "cls_span")},
@@ -306,6 +306,6 @@ def plot_span(fig, span: dict) -> None:
     ax.set_xticks(x, [HEAD_NAMES[h] for h in heads])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("share of held-out questions")
-    ax.set_title(f"the top layer trained, {span['steps']} steps at lr {SPAN_LR:g}, "
-                 f"{len(span['seeds'])} seeds (dots)", fontsize=10)
+    ax.set_title(f"{trained_name(SPAN_TRAINABLE, span['n_layers'])} and the head trained, {span['steps']} steps at "
+                 f"lr {SPAN_LR:g}, {len(span['seeds'])} seeds (dots)", fontsize=10)
     ax.legend(loc="upper right", fontsize=8)

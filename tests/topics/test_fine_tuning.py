@@ -230,3 +230,21 @@ def test_the_demo_plots_draw_extreme_values():
     fig = matplotlib.figure.Figure()
     update = F.plot_movement_demo(fig, F.movement_demo_compute(_grid(), 3e-5, 0))
     assert update(F.movement_demo_compute(_grid(), 1e-3, 6)) is None
+
+
+def test_the_experiment_returns_every_grid_cell_and_its_figures_draw():
+    import matplotlib.figure
+
+    res = E._small_result()  # one seed, four steps: the shapes and plots, not the results
+    pair, span = res["pair"], res["span"]
+    s, n_lr, n_k, n_layers = 1, len(E.LRS), len(E.TRAINABLE), pair["n_layers"]
+    assert pair["acc"].shape == (s, n_lr, n_k) and pair["cka"].shape == (s, n_lr, n_k, n_layers)
+    head_only = E.TRAINABLE.index(0)
+    assert (pair["weight_change"][:, :, head_only] == 0).all() and (pair["cka"][:, :, head_only] == 1).all()
+    assert np.allclose(pair["acc"][:, :, head_only], pair["probe_before"]["cls"][:, None])
+    assert span["logits"]["span"].shape == (s, E.N_EVAL, 2, F.SpanTask().seq_len)
+    for plot, data in ((E.plot_probes, pair), (E.plot_movement, pair), (E.plot_learning_rates, pair),
+                       (E.plot_span, span)):
+        fig = matplotlib.figure.Figure()
+        plot(fig, data)
+        assert fig.axes
