@@ -41,7 +41,7 @@ CATEGORIES = {
 COLOURS = ("red", "blue", "green", "yellow", "purple", "pink", "brown", "grey", "black", "white")
 FILLERS = ("the", "we", "then", "saw", "very", "and", "it", "was", "so", "here", "there", "one", "day", "later")
 # three words each, the noun at the slot: every pair has the same length, so a batch needs no padding (and the
-# encoder runs its fused attention kernel, with no mask)
+# encoder runs its fused attention kernel, with no mask; WordIds checks the lengths)
 TEMPLATES = ("a {} here", "the {} again", "that {} there", "my {} today", "one {} now", "her old {}", "we saw {}",
              "see a {}")
 
@@ -52,6 +52,8 @@ class WordIds:
     def __init__(self, tokenizer) -> None:
         self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
         words = set(COLOURS) | set(FILLERS) | set(CATEGORIES) | {w for ws in CATEGORIES.values() for w in ws}
+        if len({len(t.split()) for t in TEMPLATES}) != 1 or any(t.split().count("{}") != 1 for t in TEMPLATES):
+            raise ValueError("every template needs the same number of words and one slot {} for the noun")
         template_words = {w for t in TEMPLATES for w in t.split() if w != "{}"}
         words |= template_words
         nouns = [w for ws in CATEGORIES.values() for w in ws]
@@ -117,10 +119,11 @@ def _other_category(cats: torch.Tensor, k: int, g: torch.Generator) -> torch.Ten
 class MembershipTask:
     """Sentence-pair classification: "[CLS] <category> [SEP] <a three-word sentence with one noun> [SEP]", label 1
     when the noun belongs to the category (half the pairs), 0 otherwise. The truth is the word lists, so it is
-    known for every pair; 7 tokens, no padding."""
+    known for every pair; no padding."""
 
-    kind: str = "pair"
-    seq_len: int = 7
+    @property
+    def seq_len(self) -> int:
+        return 4 + len(TEMPLATES[0].split())  # [CLS] category [SEP] sentence [SEP]
 
     def sample(self, words: WordIds, n: int, g: torch.Generator) -> Examples:
         n = int_in("n", n, 1, 1 << 16)
@@ -143,7 +146,6 @@ class SpanTask:
     different categories. The answer is the phrase whose noun belongs to the asked category: its colour is the
     start, its noun the end, so a token cannot tell from its own word whether it starts the answer."""
 
-    kind: str = "span"
     context_len: int = 8
 
     def __post_init__(self):
@@ -174,9 +176,6 @@ class SpanTask:
             start[i] = 3 + pos_answer  # [CLS] question [SEP] come first
         ids, types = _pair(words, words.category_ids[asked], context)
         return Examples(ids, types, torch.stack([start, start + 1], dim=1))
-
-
-TASKS = {"pair": MembershipTask, "span": SpanTask}
 
 
 # -- heads: what BERT puts on the encoder for each kind of task -------------------------------------------------
@@ -278,9 +277,9 @@ def run_layers(layers, x: torch.Tensor) -> list[torch.Tensor]:
 class FineTuneConfig:
     """BERT's fine-tuning recipe (sec. 4, app. A.3; the optimiser of its code): AdamW with weight decay 0.01
     (not on biases and LayerNorm), eps 1e-6, the learning rate warmed up linearly over the first 10% of steps,
-    then decayed linearly to 0, gradients clipped to norm 1. The word, position and segment embeddings stay
-    frozen (the word table alone is 11.7M of MiniLM's 22.7M parameters), and so do the bottom layers unless
-    `trainable` (the top layers that train) is the whole stack. No dropout: the runs are short, and it keeps
+    then decayed linearly to 0, gradients clipped to norm 1. The embeddings (word, position and segment tables and
+    their LayerNorm) stay frozen (the word table alone is 11.7M of MiniLM's 22.7M parameters), and so do the bottom
+    layers unless `trainable` (the top layers that train) is the whole stack. No dropout: the runs are short, and it keeps
     every run reproducible to the digit."""
 
     lr: float = 3e-4
@@ -323,7 +322,9 @@ class Tuned:
 
 
 def _schedule(step: int, steps: int, warmup: float) -> float:
-    """BERT's learning-rate factor: linear warm-up over the first warmup * steps steps, then linear decay to 0."""
+    """The learning-rate factor: a linear warm-up over the first warmup * steps steps, then a linear decay to 0.
+    BERT's has the same shape; its code starts the warm-up at 0 (a first step that moves nothing) and decays from
+    step 0, under the warm-up, so that it leaves the warm-up at 1 - warmup rather than at 1."""
     n_warm = max(1, math.ceil(warmup * steps)) if warmup > 0 else 0
     if step < n_warm:
         return (step + 1) / n_warm

@@ -35,7 +35,7 @@ def test_membership_pairs_are_labelled_by_the_word_lists(base_and_words):
     _, words, _ = base_and_words
     ex = F.MembershipTask().sample(words, 400, torch.Generator().manual_seed(0))
     ids = ex.input_ids
-    assert ids.shape == (400, 7) and (ids[:, 0] == words.cls_id).all()
+    assert ids.shape == (400, F.MembershipTask().seq_len) == (400, 7) and (ids[:, 0] == words.cls_id).all()
     assert (ids[:, 2] == words.sep_id).all() and (ids[:, -1] == words.sep_id).all()
     assert (ex.token_type_ids[:, :3] == 0).all() and (ex.token_type_ids[:, 3:] == 1).all()
     by_id = {words.ids[c]: set(words.ids[w] for w in F.CATEGORIES[c]) for c in F.CATEGORIES}
