@@ -387,7 +387,7 @@ def relative_weight_change(base: MiniBert, tuned: Tuned) -> np.ndarray:
 
 
 def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Linear CKA (Kornblith et al. 2019, eq. 5) between two sets of n vectors (n, d1), (n, d2): 1 when one is an
+    """Linear CKA (Kornblith et al. 2019) between two sets of n vectors (n, d1), (n, d2): 1 when one is an
     orthogonal transform and rescaling of the other, near 0 when unrelated."""
     x, y = x - x.mean(0), y - y.mean(0)
     cross = (y.T @ x).pow(2).sum()
