@@ -444,7 +444,8 @@ def movement_demo_compute(grid: dict, lr: float, trainable: int, seed: int = 0) 
             if trainable == 0 else "")
     return {"change": grid["weight_change"][s, i, j], "shift": 1 - grid["cka"][s, i, j],
             "acc": float(grid["acc"][s, i, j]), "similarity": float(grid["similarity"][s, i, j]), "lr": lr,
-            "trained": trained_name(trainable, n_layers), "note": note}
+            "trained": trained_name(trainable, n_layers), "note": note,
+            "change_top": float(np.max(grid["weight_change"]))}  # the largest change of any run: the axis fits all
 
 
 def plot_movement_demo(fig, res: dict):
@@ -456,7 +457,7 @@ def plot_movement_demo(fig, res: dict):
     change = live_bars(a1, facecolors="#2166ac")
     shift = live_bars(a2, facecolors="#b35806")
     a1.set_yscale("log")
-    a1.set_ylim(1e-4, 0.2)
+    a1.set_ylim(1e-4, max(0.2, 1.5 * res.get("change_top", 0.0)))  # every run's bars fit (1e-3 at SCALE = 4 moves more)
     a2.set_ylim(0, 1)
     for ax in (a1, a2):
         ax.set_xlim(0.4, n + 0.6)

@@ -230,6 +230,11 @@ def test_the_demo_plots_draw_extreme_values():
     fig = matplotlib.figure.Figure()
     update = F.plot_movement_demo(fig, F.movement_demo_compute(_grid(), 3e-5, 0))
     assert update(F.movement_demo_compute(_grid(), 1e-3, 6)) is None
+    big = _grid()
+    big["weight_change"][0, 2, 2, -1] = 3.0  # a rate that moves a layer by 300% of its norm: its bar still fits
+    fig = matplotlib.figure.Figure()
+    F.plot_movement_demo(fig, F.movement_demo_compute(big, 1e-3, 6))
+    assert fig.axes[0].get_ylim()[1] >= 3.0
 
 
 def test_the_experiment_returns_every_grid_cell_and_its_figures_draw():
