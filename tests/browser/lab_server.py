@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import http.client
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -34,32 +36,25 @@ def server(kind: str, notebook: str | None = None, timeout: float = 60.0):
     # Serve a copy: JupyterLab autosaves, and the browser test must never write outputs into the repository.
     workdir = Path(tempfile.mkdtemp(prefix="qalib-browser-"))
     shutil.copytree(ROOT / "notebooks", workdir / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    port, token = free_port(), secrets.token_hex(16)
-    bin_dir = Path(sys.executable).parent
-    common = [f"--port={port}", "--no-browser", f"--ServerApp.token={token}" if kind == "lab" else f"--token={token}"]
-    if kind == "lab":
-        cmd = [str(bin_dir / "jupyter"), "lab", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={workdir}",
-               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", *common]
-        status = f"http://127.0.0.1:{port}/api/status?token={token}"
-    else:
-        cmd = [str(bin_dir / "voila"), str(workdir / "notebooks" / notebook), "--Voila.ip=127.0.0.1", f"--Voila.port={port}",
-               "--no-browser", "--ServerApp.allow_root=True", f"--ServerApp.token={token}"]
-        status = None  # Voila renders (executes) the notebook per request: only wait for the port
+    token = secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
     if kind == "voila":
         env["QALIB_STYLE"] = "talk"  # what `make present` sets: large type for the back of the room
     log = open(ROOT / "artifacts" / f"{kind}-server.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # free_port() only says the port was free a moment ago: a kernel of a test running beside this one can bind it
+    # (kernels listen on random TCP ports) before the server does. With port_retries=0 the server then exits instead
+    # of moving to another port, and we start it again on a new port; the readiness check asks for an HTTP answer,
+    # so a kernel's socket on the port is never taken for the server (Chromium read one as ERR_INVALID_HTTP_RESPONSE).
+    for attempt in range(3):
+        port = free_port()
+        cmd = _server_command(kind, notebook, workdir, port, token)
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+        if _wait_until_ready(proc, kind, port, token, timeout):
+            break
+        if attempt == 2:
+            raise RuntimeError(f"{kind} server exited with code {proc.returncode} three times (its port was taken?); "
+                               f"see artifacts/{kind}-server.log")
     try:
-        deadline = time.time() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{kind} server exited with code {proc.returncode}; see artifacts/{kind}-server.log")
-            if _answers(status if kind == "lab" else None, port):
-                break
-            if time.time() > deadline:
-                raise TimeoutError(f"{kind} server did not answer on port {port} within {timeout:.0f} s")
-            time.sleep(0.3)
         yield f"http://127.0.0.1:{port}", token, workdir
     finally:
         proc.terminate()
@@ -70,12 +65,41 @@ def server(kind: str, notebook: str | None = None, timeout: float = 60.0):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _answers(status_url: str | None, port: int) -> bool:
-    if status_url is None:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
+def _server_command(kind: str, notebook: str | None, workdir: Path, port: int, token: str) -> list[str]:
+    bin_dir = Path(sys.executable).parent
+    if kind == "lab":
+        return [str(bin_dir / "jupyter"), "lab", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={workdir}",
+                "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                f"--port={port}", "--ServerApp.port_retries=0", "--no-browser", f"--ServerApp.token={token}"]
+    return [str(bin_dir / "voila"), str(workdir / "notebooks" / notebook), "--Voila.ip=127.0.0.1", f"--Voila.port={port}",
+            "--Voila.port_retries=0", "--no-browser", "--ServerApp.allow_root=True", f"--ServerApp.token={token}"]
+
+
+def _wait_until_ready(proc: subprocess.Popen, kind: str, port: int, token: str, timeout: float) -> bool:
+    """True once the server answers HTTP on its port; False if it exited first (e.g. the port was taken)."""
+    deadline = time.time() + timeout
+    while True:
+        if proc.poll() is not None:
+            return False
+        if _answers(kind, port, token):
+            return True
+        if time.time() > deadline:
+            proc.kill()
+            raise TimeoutError(f"{kind} server did not answer on port {port} within {timeout:.0f} s")
+        time.sleep(0.3)
+
+
+def _answers(kind: str, port: int, token: str) -> bool:
+    """JupyterLab: its status API says 200. Voila renders (executes) the notebook per request, so it is asked for a
+    page that does not exist: any HTTP answer, a 404 included, means Voila is serving; a socket that is not HTTP (a
+    kernel's) or none at all means not yet."""
+    url = (f"http://127.0.0.1:{port}/api/status?token={token}" if kind == "lab"
+           else f"http://127.0.0.1:{port}/qalib-readiness-probe")
     try:
-        with urllib.request.urlopen(status_url, timeout=2) as r:
-            return r.status == 200
-    except OSError:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200 or kind == "voila"
+    except urllib.error.HTTPError:
+        return kind == "voila"
+    except (OSError, http.client.HTTPException):
         return False
+
