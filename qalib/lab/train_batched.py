@@ -10,7 +10,7 @@ Member i is the solo run of its seed,
 with the same initial weights (built exactly so), the same batches (its own generator seeded with `seed`, drawn
 with task.batch as train draws them), the same AdamW with decay / no-decay groups and warm-up, and its own
 gradient clipping (its own global gradient norm, clip_grad_norm_'s formula). The S forward passes run as one
-through torch.func.vmap over the stacked weights (stack_module_state + functional_call), with MiniBert's
+through torch.func.vmap over the stacked weights (qalib.lab.stacked: stack_module_state + functional_call), with MiniBert's
 unchecked forward: the batch is checked once per step, for all members, on the host (MiniBert.check_inputs).
 
 What differs from the solo runs, all of it float rounding (tests/test_train_batched.py measures it):
@@ -33,19 +33,16 @@ Speed: see `python -m qalib.tools.bench --only train`; the README's Library sect
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.func import functional_call, stack_module_state, vmap
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
 from qalib.lab.data import IGNORE, Batch
 from qalib.lab.device import get_device
+from qalib.lab.stacked import StackedModules, clip_per_member
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.lab.train import (History, TrainConfig, grad_norm_group, is_log_step, make_optimizer, raise_if_not_finite,
@@ -86,7 +83,7 @@ def train_seeds(model: MiniBertConfig | Callable[[], MiniBert], task, seeds: Seq
         member = factory()
         if not isinstance(member, MiniBert):
             raise TypeError(f"the model function must return a MiniBert, got {type(member).__name__}")
-        members.append(member)
+        members.append(member.train())
     model_cfg = members[0].cfg
     if any(m.cfg != model_cfg for m in members):
         raise ValueError("every member must have the same MiniBertConfig: the seeds train as one batched computation")
@@ -99,31 +96,24 @@ def train_seeds(model: MiniBertConfig | Callable[[], MiniBert], task, seeds: Seq
     return SeedBatch(seeds, members, histories)
 
 
-class _MemberLoss(nn.Module):
-    """One member's loss and accuracy on its batch: what vmap maps over the stacked weights. Its parameters are
-    the wrapped MiniBert's, named "model.<name>"."""
-
-    def __init__(self, model: MiniBert) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, token_type_ids, keep, targets, positions, labelled, n_labelled):
-        """input_ids, token_type_ids (B, T); keep (B, T) bool or None. A class task: targets (B,), positions
-        None. A token task: positions (N,) the flat indices into B * T of this member's labelled tokens, padded
-        to the most any member has; targets (N,) their labels (0 in the padding), labelled (N,) bool, False in
-        the padding; n_labelled () this member's number of labelled tokens (float). -> loss (), accuracy ()."""
-        hidden = self.model.forward_unchecked(input_ids, token_type_ids, keep).last_hidden_state  # (B, T, d)
-        if positions is None:
-            logits = self.model.class_logits(hidden)  # (B, C)
-            loss = F.cross_entropy(logits.float(), targets)
-            accuracy = (logits.argmax(-1) == targets).float().mean()
-            return loss, accuracy
-        tokens = hidden.reshape(-1, hidden.shape[-1])[positions]  # (B, T, d) -> (B*T, d) -> (N, d)
-        logits = self.model.mlm_logits(tokens)                    # (N, V): the vocabulary only where there is a loss
-        # where, not a product: a padding row's loss is dropped even if it is inf
-        per_token = torch.where(labelled, F.cross_entropy(logits.float(), targets, reduction="none"), 0.0)  # (N,)
-        correct = (logits.argmax(-1) == targets) & labelled                                                 # (N,)
-        return per_token.sum() / n_labelled, correct.float().sum() / n_labelled
+def _member_loss(model: MiniBert, input_ids, token_type_ids, keep, targets, positions, labelled, n_labelled):
+    """One member's loss and accuracy on its batch: what StackedModules maps over the stacked weights.
+    input_ids, token_type_ids (B, T); keep (B, T) bool or None. A class task: targets (B,), positions None. A token
+    task: positions (N,) the flat indices into B * T of this member's labelled tokens, padded to the most any member
+    has; targets (N,) their labels (0 in the padding), labelled (N,) bool, False in the padding; n_labelled () this
+    member's number of labelled tokens (float). -> loss (), accuracy ()."""
+    hidden = model.forward_unchecked(input_ids, token_type_ids, keep).last_hidden_state  # (B, T, d)
+    if positions is None:
+        logits = model.class_logits(hidden)  # (B, C)
+        loss = F.cross_entropy(logits.float(), targets)
+        accuracy = (logits.argmax(-1) == targets).float().mean()
+        return loss, accuracy
+    tokens = hidden.reshape(-1, hidden.shape[-1])[positions]  # (B, T, d) -> (B*T, d) -> (N, d)
+    logits = model.mlm_logits(tokens)                         # (N, V): the vocabulary only where there is a loss
+    # where, not a product: a padding row's loss is dropped even if it is inf
+    per_token = torch.where(labelled, F.cross_entropy(logits.float(), targets, reduction="none"), 0.0)  # (N,)
+    correct = (logits.argmax(-1) == targets) & labelled                                                 # (N,)
+    return per_token.sum() / n_labelled, correct.float().sum() / n_labelled
 
 
 @dataclass
@@ -185,18 +175,6 @@ def stack_batches(batches: list[Batch], checker: MiniBert, device: torch.device)
 
 
 @torch.no_grad()
-def clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
-    """Each member's gradients (slice i of every stacked gradient) scaled as torch.nn.utils.clip_grad_norm_ scales
-    one model's: by min(1, max_norm / (its global L2 norm + 1e-6)), the norm over all its parameters."""
-    s = grads[0].shape[0]
-    norms = torch.stack([torch.linalg.vector_norm(g.reshape(s, -1), dim=1) for g in grads])  # (P, S): per parameter
-    total = torch.linalg.vector_norm(norms, dim=0)                                            # (S,): per member
-    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)                                        # (S,)
-    for g in grads:
-        g.mul_(scale.view(s, *([1] * (g.dim() - 1))))  # (S,) -> (S, 1, ...): broadcast over the member's slice
-
-
-@torch.no_grad()
 def member_grad_norms(named_grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """qalib.lab.train.layer_grad_norms for every member at once: {group: (S,) L2 norms}, on the device."""
     squares: dict[str, torch.Tensor] = {}
@@ -213,39 +191,19 @@ class StackedMembers:
     batched loss: losses(batch) -> (S,) losses and (S,) accuracies, member i computed with slice i."""
 
     def __init__(self, members: list[MiniBert], device: torch.device) -> None:
-        params, buffers = stack_module_state(members)
-        self.params = {name: p.detach().to(device).requires_grad_() for name, p in params.items()}
-        self.buffers = {name: b.to(device) for name, b in buffers.items()}
-        # the module vmap calls with each member's weights: a copy on the meta device (it holds no numbers)
-        self.loss_module = _MemberLoss(copy.deepcopy(members[0]).to("meta")).train()
-        self._state = ({f"model.{k}": v for k, v in self.params.items()},
-                       {f"model.{k}": v for k, v in self.buffers.items()})
-        self._randomness = "different" if members[0].cfg.dropout > 0 else "error"
-        # vmap has no batching rule for the CPU's fused flash attention and would run it once per member; the
-        # math kernel is matmuls and a softmax, which it batches
-        self._cpu = device.type == "cpu"
-
-    def _member_loss(self, member_params, member_buffers, *args):
-        return functional_call(self.loss_module, (member_params, member_buffers), args)
+        self._stack = StackedModules(members, device, randomness="different" if members[0].cfg.dropout > 0 else "error")
+        self.params, self.buffers = self._stack.params, self._stack.buffers
+        self._checker = members[0]  # check_inputs reads only its config
 
     def losses(self, batch: _StackedBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        kernel = sdpa_kernel([SDPBackend.MATH]) if self._cpu else contextlib.nullcontext()
-        with kernel:
-            return vmap(self._member_loss, in_dims=(0, 0, *batch.in_dims()), randomness=self._randomness)(
-                *self._state, *batch.args())
+        return self._stack.map(_member_loss, *batch.args(), in_dims=batch.in_dims())
 
     def check_and_stack(self, batches: list[Batch], device: torch.device) -> _StackedBatch:
-        return stack_batches(batches, self.loss_module.model, device)
+        return stack_batches(batches, self._checker, device)
 
-    @torch.no_grad()
     def unstack_into(self, members: list[MiniBert], device: torch.device) -> None:
         """Member i gets slice i of every weight and buffer."""
-        for i, member in enumerate(members):
-            member.to(device)
-            for name, p in member.named_parameters():
-                p.copy_(self.params[name][i])
-            for name, b in member.named_buffers():
-                b.copy_(self.buffers[name][i])
+        self._stack.unstack_into(members)
 
 
 def _train_stacked(members: list[MiniBert], seeds: list[int], task, cfg: TrainConfig,

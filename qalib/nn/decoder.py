@@ -229,6 +229,13 @@ class DecoderLM(_LanguageModel):
         hidden, new_cache = self.decoder(x, cache, None, internals)
         return self._output(hidden, new_cache, use_cache, internals, last_only)
 
+    def forward_unchecked(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """forward's logits (B, T, vocab) for whole sequences (no cache, no internals), without the argument check:
+        check_ids reads the ids' values on the host, which torch.func.vmap cannot trace (qalib.lab.stacked trains
+        many decoders as one computation through this)."""
+        hidden, _ = self.decoder(self.embeddings(input_ids))  # (B, T, d)
+        return self.logits(hidden)
+
 
 class EncoderDecoder(_LanguageModel):
     """Vaswani et al. 2017 (Fig. 1): an encoder (EncoderLayer, unmasked) over the source, and decoder layers with
@@ -246,6 +253,9 @@ class EncoderDecoder(_LanguageModel):
     def encode(self, source_ids, internals: dict | None = None) -> torch.Tensor:
         """(B, S) source ids -> the memory (B, S, d) every decoder layer's cross-attention reads."""
         check_ids("source_ids", source_ids, self.cfg.vocab_size)
+        return self._encode(source_ids, internals)
+
+    def _encode(self, source_ids, internals: dict | None = None) -> torch.Tensor:
         x = self.embeddings(source_ids, 0, internals, "encoder.embeddings")
         for i, layer in enumerate(self.encoder):
             x = layer(x, None, internals, f"encoder.layer{i}")
@@ -262,6 +272,12 @@ class EncoderDecoder(_LanguageModel):
         """Teacher forcing: (B, S) source, (B, T) target -> logits (B, T, vocab); position i predicts target i + 1."""
         internals = {} if return_internals else None
         return self._decode(target_ids, self.encode(source_ids, internals), None, False, internals, False)
+
+    def forward_unchecked(self, source_ids: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
+        """forward's logits (B, T, vocab) without the argument checks (they read the ids' values on the host, which
+        torch.func.vmap cannot trace: qalib.lab.stacked trains many models as one computation through this)."""
+        hidden, _ = self.decoder(self.embeddings(target_ids), None, self._encode(source_ids))  # (B, T, d)
+        return self.logits(hidden)
 
     def _decode(self, target_ids, memory, cache, use_cache, internals, last_only) -> DecoderOutput:
         check_ids("target_ids", target_ids, self.cfg.vocab_size)
