@@ -134,9 +134,10 @@ CATALOG = [
           number='12% / 1.5% / 1.5% of all tokens (computed from Devlin et al. 2019, sec. 3.1)'),
     Entry("12_decoding.ipynb", "qalib.topics.decoding", "qalib.topics.decoding_experiment",
           "How does a decoder generate text?",
-          "It predicts every next token in parallel in training (teacher forcing, made honest by the causal mask: "
+          "In training it predicts every next token from the true prefix (teacher forcing) in one pass, since no layer "
+          "reads its own earlier outputs; the causal mask makes that honest ("
           "without it the loss falls far below the language's entropy and the model then generates mostly impossible "
-          "text) and generates one token per step. On a language with a known truth, greedy and beam gave fewer "
+          "text). It generates one token per step. On a language with a known truth, greedy and beam gave fewer "
           "impossible tokens than sampling but token frequencies further from the truth's. The KV cache (2 x layers x "
           "kv_heads x d_head x T x bytes; 0.5 MiB per token for Llama 2 7B in fp16) makes each step O(T) instead of "
           "O(T^2) score entries; MQA/GQA divide it by heads/kv_heads, at a quality cost the short CPU run is too noisy "
@@ -175,7 +176,7 @@ CATALOG = [
           "trainers pick the same pieces; their encoders differ.",
           "a typed sentence, split by every trained tokenizer and MiniLM's WordPiece, at each vocabulary size; "
           "the vocabulary size, width and tying, against the table's share and the tokens per word",
-          formula=r"$n = \mathrm{words} \times \mathrm{tokens/word}(V)$, attention $\propto n^2$, table $= V d$",
+          formula=r"$n = \mathrm{words} \times \mathrm{tokens/word}(V)$, attention scores $\propto n^2$ (the rest $\propto n$), table $= V d$",
           number="BERT-base: 30,522 x 768 = 21.4% of its 109,482,240 parameters (from the config's shapes)"),
     Entry("16_objectives.ipynb", "qalib.topics.objectives", "qalib.topics.objectives_experiment",
           "BERT, GPT or T5: what does the training objective buy?",

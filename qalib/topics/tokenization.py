@@ -252,7 +252,7 @@ SATURATED_GAIN = 0.05  # a doubling that saves under 5% of the tokens is called 
 
 def verdicts(sizes, reached, tokens_per_word, unk_rate, d: int = 768) -> list[str]:
     """One line per vocabulary size, from the numbers only: the [UNK] rate, whether the corpus ran out of pieces,
-    and how many tokens (and so how much of attention's n^2) the next size saves against the rows it adds."""
+    and how many tokens (and so how many of the attention scores, n^2) the next size saves against the rows it adds."""
     sizes, reached = list(sizes), list(reached)
     tpw, unk = np.asarray(tokens_per_word, dtype=float), np.asarray(unk_rate, dtype=float)
     out = []
@@ -269,13 +269,14 @@ def verdicts(sizes, reached, tokens_per_word, unk_rate, d: int = 768) -> list[st
             rows = (reached[i + 1] - got) * d
             kind = "sequence-bound" if gain >= SATURATED_GAIN else "table-bound"
             out.append(f"{size}: {kind}: the next size saves {100 * gain:.1f}% of tokens "
-                       f"({100 * saved_attention:.1f}% of attention) for {rows / 1e6:.2f}M more parameters at d={d}")
+                       f"({100 * saved_attention:.1f}% of the attention scores; the rest of the compute falls with the "
+                       f"tokens) for {rows / 1e6:.2f}M more parameters at d={d}")
     return out
 
 
 def plot_tradeoff(fig, sizes, tokens_per_word: dict, unk_rate: dict, d: int = 768) -> None:
-    """One figure, three panels against the vocabulary size: held-out [UNK] rate, tokens per word (and attention's
-    relative n^2), and the word table's share of a BERT-base-sized model. Lines are fold means, bands min-max."""
+    """One figure, three panels against the vocabulary size: held-out [UNK] rate, tokens per word (the score matrix
+    grows with its square), and the word table's share of a BERT-base-sized model. Lines are fold means, bands min-max."""
     from qalib.notebook.drawing import seed_band
 
     ax1, ax2, ax3 = fig.subplots(1, 3)
@@ -288,7 +289,7 @@ def plot_tradeoff(fig, sizes, tokens_per_word: dict, unk_rate: dict, d: int = 76
     for kind, rows in tokens_per_word.items():
         seed_band(ax2, sizes, np.asarray(rows).T, color=colours[kind], marker="o", label=kind)
     ax2.set(xscale="log", xlabel="vocabulary size asked for", ylabel="tokens per word (held-out)",
-            title="Sequence length (attention ~ its square)")
+            title="Sequence length (score matrix ~ its square)")
     ax2.legend(fontsize=7)
     v = np.geomspace(min(sizes), max(sizes), 50)
     ax3.plot(v, 100 * embedding_share(v, d=d), color="0.2")

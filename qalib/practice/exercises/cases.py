@@ -69,7 +69,8 @@ def attention_cases() -> list[Case]:
              (_randn(g, 2, 6, 4), _randn(g, 2, 6, 4), _randn(g, 2, 6, 4)), {"mask": mask}),
         Case("padding mask", "a random mask (2, 1, 5, 7) broadcast over 3 heads", (q, k, v),
              {"mask": _rows_with_a_key(g, 2, 1, 5, 7)}),
-        Case("fully masked rows", "two queries whose mask row is all False: their output must be 0", (q, k, v),
+        Case("fully masked rows", "two queries whose mask row is all False: this exercise asks for output 0 there "
+             "(Hugging Face's BERT returns the average of v)", (q, k, v),
              {"mask": full}, nan_hint="A query whose keys are all masked has softmax over all -inf, which is NaN; "
              "such a row has nothing to attend to, so give it probabilities 0 and output 0."),
         Case("large logits", "q and k scaled by 30: scores of order 900", (q * big, k * big, v), atol=1e-3, rtol=1e-3,

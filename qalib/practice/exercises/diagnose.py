@@ -87,11 +87,13 @@ ATTENTION = [
     Mistake("mask ignored", _att_no_mask,
             "Your output does not change when a mask is passed.",
             "The mask was ignored: fill the scores at mask == False with -inf before the softmax."),
-    Mistake("large negative instead of -inf", _att_large_negative,
-            "Look at the queries whose mask row is all False.",
+    Mistake("large negative instead of -inf (this exercise's contract)", _att_large_negative,
+            "Look at the queries whose mask row is all False: what does this exercise ask for there?",
             "A fully masked query came out as the plain average of v, because a large negative fill (-1e9) leaves a "
-            "uniform softmax over the masked keys. Such a query has nothing to attend to: give it output 0 (fill with "
-            "-inf, and set rows whose every score is -inf to 0 instead of NaN)."),
+            "uniform softmax over the masked keys. That is not wrong in general: it equals -inf everywhere else, and "
+            "Hugging Face's BERT (a torch.finfo(dtype).min fill) returns the same average on such rows. This "
+            "exercise's contract asks for output 0 there, since such a query has nothing to attend to: fill with -inf "
+            "and set rows whose every score is -inf to 0 instead of NaN."),
 ]
 
 
