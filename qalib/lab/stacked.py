@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import torch
 from torch import nn
@@ -124,7 +124,8 @@ def clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
 
 def train_stacked(members: Sequence[nn.Module], member_loss: Callable, next_batch: Callable[[int], tuple],
                   steps: int, make_optimizer: Callable[[list[torch.Tensor]], tuple], clip: float | None = None,
-                  device: torch.device | str = "cpu") -> torch.Tensor:
+                  device: torch.device | str = "cpu", checkpoints: Collection[int] = (),
+                  on_checkpoint: Callable[[int, list[nn.Module]], None] | None = None) -> torch.Tensor:
     """Train the members side by side, each as its own solo loop would:
 
         for step in range(steps):
@@ -133,13 +134,25 @@ def train_stacked(members: Sequence[nn.Module], member_loss: Callable, next_batc
     next_batch(step) -> a tuple of (S, ...) tensors, member i's batch in slice i (on any device);
     make_optimizer(params) -> (optimizer, scheduler or None) over the stacked weights (elementwise optimizers only:
     Adam, AdamW, SGD; their state is per element, so per member). The members get their trained weights back.
+    on_checkpoint(step, members): called before each step in `checkpoints` (and after the last one, if `steps` is
+    among them) with the members holding their weights of that moment, e.g. to probe them; what it does to the
+    members' weights is not seen by the training.
     -> (S, steps) float training losses, read from the device once, at the end (no host sync per step).
     FloatingPointError naming the member and step if a loss is NaN or inf."""
     device = torch.device(device)
     stacked = StackedModules(members, device)
     opt, sched = make_optimizer(stacked.param_list())
     losses = []
-    for step in range(steps):
+    members = list(members)
+    checkpoints = set(checkpoints)
+    if checkpoints and on_checkpoint is None:
+        raise ValueError("checkpoints given without on_checkpoint: nothing would be called at them")
+    for step in range(steps + 1):
+        if step in checkpoints:
+            stacked.unstack_into(members)
+            on_checkpoint(step, members)
+        if step == steps:
+            break
         batch = tuple(x.to(device) for x in next_batch(step))
         loss = stacked.map(member_loss, *batch)  # (S,)
         losses.append(loss.detach())

@@ -123,9 +123,10 @@ def main() -> None:
 
         bench_decoder()
     if args.only in (None, "train"):
-        from qalib.tools.bench_train import bench_train
+        from qalib.tools.bench_train import bench_decoders, bench_train
 
         bench_train()
+        bench_decoders()
     if args.only in (None, "timing"):
         from qalib.tools.bench_timing import bench_timings
 

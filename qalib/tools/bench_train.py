@@ -8,6 +8,10 @@ of 32 x 20 tokens: the notebooks' experiments' size), in one run on this machine
     2. one model: qalib.lab.train.train against a bare loop (task.batch, forward, loss, backward, clip_grad_norm_,
        AdamW foreach, the warm-up schedule: the same numbers, nothing else). Goal: <= 1.2x.
 
+    3. the decoder experiments (qalib.lab.stacked.train_stacked): notebook 12's decoder LM (d 32, batch 32 x 23) and
+       notebook 14's encoder-decoder (d 32, post-norm, batch 64 x 8 -> 8), 3 and 8 seeds stacked against the same
+       models trained one after another by a plain loop (same loss function, AdamW, clipping).
+
 Batching the seeds can save only a step's fixed cost (Python, dispatch, the optimizer's per-tensor loop), not
 its arithmetic: the benchmark prints one model's step at batch 1 beside batch 32 to show that share.
 
@@ -128,5 +132,75 @@ def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
     return results
 
 
+def _lm_loss(model, ids):
+    logits = model.forward_unchecked(ids[:, :-1])  # (B, T-1, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def _seq2seq_loss(model, source, decoder_in, labels):
+    logits = model.forward_unchecked(source, decoder_in)  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+
+def _decoder_cases():
+    """{name: (model factory, loss, one member's batch: a tuple of tensors)} for notebooks 12 and 14's models."""
+    from qalib.nn.decoder import DecoderLM, EncoderDecoder
+    from qalib.topics.cross_attention import ReversalTask, reversal_config
+    from qalib.topics.decoding import decoder_config, decoding_language
+
+    g = torch.Generator().manual_seed(0)
+    reversal = ReversalTask()
+    return {"12 decoder LM": (lambda: DecoderLM(decoder_config(True, None)), _lm_loss,
+                              (decoding_language().sample(32, 24, g),)),
+            "14 encoder-decoder": (lambda: EncoderDecoder(reversal_config(True, reversal.vocab_size)), _seq2seq_loss,
+                                   tuple(reversal.batch(64, g)))}
+
+
+def _stacked_run(factory, loss, batch, n: int, steps: int) -> None:
+    from qalib.lab.stacked import train_stacked
+
+    models = [factory() for _ in range(n)]
+    stacked_batch = tuple(x.expand(n, *x.shape) for x in batch)  # (S, ...): the same batch for every member
+    train_stacked(models, loss, lambda step: stacked_batch, steps,
+                  lambda p: (torch.optim.AdamW(p, lr=1e-3, foreach=True), None), clip=1.0)
+
+
+def _one_after_another(factory, loss, batch, n: int, steps: int) -> None:
+    for _ in range(n):
+        model = factory()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+        for _ in range(steps):
+            value = loss(model, *batch)
+            opt.zero_grad(set_to_none=True)
+            value.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+
+
+def bench_decoders(steps: int = 20, repeats: int = 3) -> dict[str, float]:
+    """Section 3 of the module doc: ms per model-step, stacked and one after another, and their ratio."""
+    print(f"\n== train: notebooks 12 and 14's models, seeds stacked (qalib.lab.stacked) vs one after another, {steps} "
+          f"steps, 1 thread, median of {repeats} in turns")
+    results: dict[str, float] = {}
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the notebooks' runs (one per core)
+    try:
+        for name, (factory, loss, batch) in _decoder_cases().items():
+            for n in (3, 8):
+                t = time_interleaved({"stacked": lambda: _stacked_run(factory, loss, batch, n, steps),
+                                      "loop": lambda: _one_after_another(factory, loss, batch, n, steps)}, repeats,
+                                     warmup=1)
+                per = {k: v / (n * steps) * 1e3 for k, v in t.items()}
+                key = name.split()[0]
+                results |= {f"{key}_s{n}_stacked_ms": per["stacked"], f"{key}_s{n}_loop_ms": per["loop"],
+                            f"{key}_s{n}_speedup": per["loop"] / per["stacked"]}
+                print(f"  {name:18s} {n} seeds: one after another {per['loop']:6.2f} ms per model-step, stacked "
+                      f"{per['stacked']:6.2f} ms ({per['loop'] / per['stacked']:4.2f}x)")
+    finally:
+        torch.set_num_threads(previous)
+    return results
+
+
 if __name__ == "__main__":
     bench_train()
+    bench_decoders()
