@@ -19,8 +19,9 @@ import torch
 
 from qalib.lab.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
 from qalib.lab.device import one_thread
-from qalib.lab.parallel import map_grid
+from qalib.lab.parallel import map_runs
 from qalib.lab.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
+from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.norms import TokenBatchNorm
@@ -154,8 +155,14 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
     norms = choices("norms", norms, NORM_LABELS)
     seeds = seed_list("seeds", seeds)
     exp = NormExperiment(list(norms), seeds, [], {}, {})
-    # the runs go side by side on the CPU cores, one thread each
-    by_norm = map_grid(partial(_train_one, cfg=cfg, tcfg=tcfg, task=task, device=device), norms, seeds, device)
+    # the runs go side by side on the CPU cores, one thread each: a norm without batch statistics trains its seeds
+    # as one batched run (qalib.lab.train_batched); BatchNorm, whose running statistics change in place, one per seed
+    jobs = [(norm, tuple(seeds)) for norm in norms if not norm.startswith("batch")]
+    jobs += [(norm, (seed,)) for norm in norms if norm.startswith("batch") for seed in seeds]
+    outcomes = map_runs(partial(_train_runs, cfg=cfg, tcfg=tcfg, task=task, device=device), jobs, device)
+    by_norm = {norm: [] for norm in norms}
+    for (norm, _), outs in zip(jobs, outcomes):
+        by_norm[norm] += outs  # BatchNorm's jobs come in seed order
     for norm, mine in by_norm.items():
         exp.step = mine[-1]["step"]
         exp.loss[norm] = np.array([out["loss"] for out in mine])
@@ -165,6 +172,20 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
             exp.fluct_mean[norm] = np.array([out["fluct_mean"] for out in mine])
             exp.fluct_std[norm] = np.array([out["fluct_std"] for out in mine])
     return exp
+
+
+def _train_runs(job: tuple[str, tuple[int, ...]], cfg, tcfg, task, device) -> list[dict]:
+    """A norm's runs, one dict per seed (as _train_one): the seeds as one batched run (train_seeds), or BatchNorm's
+    single seed solo."""
+    norm, seeds = job
+    if norm.startswith("batch"):
+        return [_train_one((norm, seed), cfg, tcfg, task, device) for seed in seeds]
+    run = train_seeds(cfg.replace(norm=norm), task, list(seeds), tcfg.replace(device=device))
+    outs = []
+    for model, hist in zip(run.models, run.histories):
+        model.cpu()
+        outs.append({"step": hist.step, "loss": hist.loss, "gaps": eval_gaps(model, task), "model": model})
+    return outs
 
 
 def _train_one(run: tuple[str, int], cfg, tcfg, task, device) -> dict:
