@@ -14,8 +14,10 @@ The forward passes run as one through torch.func.vmap (stack_module_state + func
 be traceable by vmap: no .item(), no host reads of tensor values (use the models' *_unchecked forwards), no
 in-place updates of buffers (BatchNorm's running statistics).
 
-qalib.lab.train_batched builds MiniBert's seed-batched trainer on this; the decoder experiments (notebooks 12, 14)
-call train_stacked directly with their own loss and optimizer.
+qalib.lab.train_batched builds MiniBert's seed-batched trainer on this. Notebooks 12, 14 and 16 do not use it for
+their decoders: on 2 CPU cores their solo runs side by side were faster (a stack per variant is fewer, larger jobs,
+which balance worse over the cores, and a member's step got only 0-14% cheaper; `make bench ONLY=train` measures it).
+On a GPU, where the runs go one after another, a stack is the way to run many seeds at once.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ import torch.nn.functional as F
 
 from qalib.lab.device import one_thread
 from qalib.lab.parallel import map_runs
-from qalib.lab.stacked import train_stacked
 from qalib.lab.probes import fit_probe, probe_accuracy
 from qalib.nn.decoder import EncoderDecoder
 from qalib.nn.generate import generate
@@ -74,15 +73,13 @@ def evaluate_model(model: EncoderDecoder, task: ReversalTask, n: int = 512) -> d
 @one_thread()
 def run_reversal_experiment(seeds=(0, 1, 2), steps: int = 200, lr: float = 3e-3, batch_size: int = 32,
                             task: ReversalTask | None = None, device: str | None = None) -> ReversalResult:
-    """Train every variant on every seed (same seed, same init of the shared parts and the same data stream): each
-    variant's seeds as one stacked run, the variants side by side on the CPU cores."""
+    """Train every variant on every seed (same seed, same init of the shared parts and the same data stream)."""
     seeds = seed_list("seeds", seeds)
     int_in("steps", steps, 1, 100_000)
     task = task or ReversalTask()
-    per_variant = map_runs(partial(_train_variant, seeds=seeds, task=task, steps=steps, lr=lr, batch_size=batch_size,
-                                   device=device), list(VARIANTS), device)
     runs = [(name, seed) for name in VARIANTS for seed in seeds]
-    states = [state for variant_states in per_variant for state in variant_states]  # in the order of runs
+    states = map_runs(partial(_train_one, task=task, steps=steps, lr=lr, batch_size=batch_size, device=device),
+                      runs, device)
     models, evals = {}, []
     for (name, seed), state in zip(runs, states):
         model = EncoderDecoder(reversal_config(VARIANTS[name][0], task.vocab_size))
@@ -96,32 +93,24 @@ def run_reversal_experiment(seeds=(0, 1, 2), steps: int = 200, lr: float = 3e-3,
                           n_params, steps, models, task)
 
 
-def _member_loss(model: EncoderDecoder, source, decoder_in, labels, eps: float) -> torch.Tensor:
-    """Teacher forcing's loss for one member of a stacked run: the unchecked forward, which vmap can trace."""
-    logits = model.forward_unchecked(source, decoder_in)  # (B, T, vocab)
-    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), label_smoothing=eps)
-
-
-def _train_variant(name: str, seeds: list[int], task: ReversalTask, steps: int, lr: float, batch_size: int,
-                   device: str | None) -> list[dict]:
-    """Teacher forcing with Adam, one model per seed, the seeds as one stacked run (qalib.lab.stacked). Member s is
-    the solo run of seed s: torch.manual_seed(s) before building it, batches from its own generator seeded with s.
-    -> the trained weights on the CPU, one state dict per seed (a state dict crosses processes)."""
+def _train_one(run: tuple[str, int], task: ReversalTask, steps: int, lr: float, batch_size: int,
+               device: str | None) -> dict:
+    """Teacher forcing with Adam; returns the trained weights on the CPU (a state dict crosses processes)."""
+    name, seed = run
     tie, eps = VARIANTS[name]
     dev = torch.device(device or "cpu")
-    models = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        models.append(EncoderDecoder(reversal_config(tie, task.vocab_size)).to(dev))
-    data = [torch.Generator().manual_seed(seed) for seed in seeds]
-
-    def next_batch(step):
-        per_member = [task.batch(batch_size, g) for g in data]              # S x (source, decoder_in, labels)
-        return tuple(torch.stack(part) for part in zip(*per_member))        # each (S, B, T)
-
-    train_stacked(models, partial(_member_loss, eps=eps), next_batch, steps,
-                  lambda params: (torch.optim.Adam(params, lr=lr), None), device=dev)
-    return [{k: v.cpu() for k, v in model.state_dict().items()} for model in models]
+    torch.manual_seed(seed)
+    model = EncoderDecoder(reversal_config(tie, task.vocab_size)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        source, decoder_in, labels = (x.to(dev) for x in task.batch(batch_size, g))
+        logits = model(source, decoder_in).logits  # (B, T, vocab)
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), label_smoothing=eps)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return {k: v.cpu() for k, v in model.state_dict().items()}
 
 
 # -- where cross-attention's K and V come from ---------------------------------------------------------

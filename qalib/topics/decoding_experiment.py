@@ -1,7 +1,7 @@
 """Notebook 12, training: tiny decoders on the synthetic language, with and without the causal mask, and with
 4, 2 or 1 key/value heads; then what each one generates, judged against the truth.
 
-    runs = train_variants(seeds=(0, 1, 2), steps=150)     # {variant: {"models": [model per seed], "loss": (S, steps)}}
+    runs = train_variants(seeds=(0, 1, 2), steps=150)     # {variant: [model per seed]}
     lm_loss(model, lang, ids)                              # next-token cross-entropy (nats) on the given text
 """
 
@@ -16,7 +16,6 @@ import torch.nn.functional as F
 
 from qalib.lab.device import get_device, one_thread
 from qalib.lab.parallel import map_runs
-from qalib.lab.stacked import train_stacked
 from qalib.nn.decoder import DecoderLM
 from qalib.nn.validate import int_in, seed_list
 from qalib.notebook.drawing import seed_band
@@ -35,60 +34,57 @@ def lm_loss(model: DecoderLM, ids: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
-def _member_lm_loss(model: DecoderLM, ids: torch.Tensor) -> torch.Tensor:
-    """lm_loss for one member of a stacked run (qalib.lab.stacked): the unchecked forward, which vmap can trace."""
-    logits = model.forward_unchecked(ids[:, :-1])  # (B, T-1, V)
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-
-
-def train_lm_seeds(variant: str, seeds, steps: int = 150, batch_size: int = 32, lr: float = 2e-2,
-                   device: str | None = None) -> dict:
-    """Train one of VARIANTS once per seed, the seeds as one batched computation (qalib.lab.stacked). Member s is
-    the solo run of seed s: torch.manual_seed(s) before building it, fresh batches of the language from its own
-    generator seeded with s (the same stream for every variant with that seed), AdamW (no weight decay) with a
-    linear warm-up over the first tenth of the steps, its gradient clipped to norm 1 on its own.
-    -> {"states": [its weights on the CPU, per seed], "loss": (S, steps) training losses}."""
+def train_lm(variant: str, seed: int, steps: int = 150, batch_size: int = 32, lr: float = 2e-2,
+             device: str | None = None) -> dict:
+    """Train one of VARIANTS on fresh batches of the language (the same stream for every variant with the same
+    seed). -> {"state": its weights on the CPU, "loss": the training loss every step}."""
     causal, kv = VARIANTS[variant]
     lang = decoding_language()
     dev = get_device(device)
-    models = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        models.append(DecoderLM(decoder_config(causal, kv)).to(dev).train())
-    data = [torch.Generator().manual_seed(seed) for seed in seeds]
+    torch.manual_seed(seed)
+    model = DecoderLM(decoder_config(causal, kv)).to(dev).train()
+    data = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, foreach=True)
+    warmup = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    losses = []
+    for _ in range(steps):
+        loss = lm_loss(model, lang.sample(batch_size, SEQ_LEN, data).to(dev))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": losses}
 
-    def next_batch(step):
-        return (torch.stack([lang.sample(batch_size, SEQ_LEN, g) for g in data]),)  # (S, B, SEQ_LEN)
 
-    def optimizer(params):
-        opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, foreach=True)
-        warmup = max(1, steps // 10)
-        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
-
-    losses = train_stacked(models, _member_lm_loss, next_batch, steps, optimizer, clip=1.0, device=dev)
-    return {"states": [{k: v.detach().cpu() for k, v in m.state_dict().items()} for m in models], "loss": losses}
+def _train_one(run: tuple[str, int], steps: int, device: str | None) -> dict:
+    variant, seed = run
+    return train_lm(variant, seed, steps, device=device)
 
 
 @one_thread()
 def train_variants(seeds=(0, 1, 2), steps: int = 150, variants=tuple(VARIANTS), device: str | None = None) -> dict:
-    """Every variant x seed: each variant's seeds as one batched run (train_lm_seeds), the variants side by side on
-    the CPU cores. -> {variant: {"models": [DecoderLM in eval mode, one per seed], "loss": (S, steps) training
-    losses}}"""
+    """Every variant x seed, side by side on the CPU cores. -> {variant: {"models": [DecoderLM in eval mode, one per
+    seed], "loss": (S, steps) training losses}}"""
     seeds = seed_list("seeds", seeds)
     int_in("steps", steps, 1, 100_000)
     for v in variants:
         if v not in VARIANTS:
             raise ValueError(f"variants: {v!r} is not one of {list(VARIANTS)}")
-    outcomes = map_runs(partial(train_lm_seeds, seeds=seeds, steps=steps, device=device), variants, device)
+    runs = [(v, s) for v in variants for s in seeds]
+    outcomes = map_runs(partial(_train_one, steps=steps, device=device), runs, device)
     dev = get_device(device)
     result = {}
-    for v, outcome in zip(variants, outcomes):
+    for i, v in enumerate(variants):
         models = []
-        for state in outcome["states"]:
+        for o in outcomes[i * len(seeds):(i + 1) * len(seeds)]:
             m = DecoderLM(decoder_config(*VARIANTS[v]))
-            m.load_state_dict(state)
+            m.load_state_dict(o["state"])
             models.append(m.to(dev).eval())
-        result[v] = {"models": models, "loss": outcome["loss"]}
+        result[v] = {"models": models,
+                     "loss": torch.tensor([o["loss"] for o in outcomes[i * len(seeds):(i + 1) * len(seeds)]])}
     return result
 
 

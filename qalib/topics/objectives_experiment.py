@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from qalib.lab.data import IGNORE, MASK, N_SPECIAL, UNK
 from qalib.lab.device import get_device, one_thread
 from qalib.lab.parallel import map_runs
-from qalib.lab.stacked import train_stacked
 from qalib.lab.probes import fit_probe, probe_accuracy
 from qalib.nn.generate import generate
 from qalib.topics.decoding import kl, true_next_probs
@@ -78,56 +77,39 @@ def loss_of(model, objective: str, batch: dict) -> torch.Tensor:
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
-def _member_loss(model, inputs, decoder_in, labels, objective: str) -> torch.Tensor:
-    """loss_of for one member of a stacked run (qalib.lab.stacked): the unchecked forwards, which vmap can trace,
-    and the masked LM's loss over every position with ignore_index (its count of masked positions differs between
-    members, so it cannot select them as loss_of does; the mean over the labelled positions is the same)."""
-    if objective == "span":
-        logits = model.forward_unchecked(inputs, decoder_in)  # (B, T', V)
-    else:
-        logits = model.forward_unchecked(inputs)              # (B, T', V)
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE)
-
-
-def train_objective(objective: str, seeds, steps: int, d_model: int, n_probe: int, checkpoints: int,
-                    device: str | None = None) -> list[dict]:
-    """Train one objective once per seed, the seeds as one stacked run (qalib.lab.stacked), each on its seed's stream
-    of fresh text (the same text for every objective with that seed), probing the frozen output at `checkpoints` + 1
-    evenly spaced steps (step 0 = the random initialisation). Member s is the solo run of seed s: torch.manual_seed(s)
-    before building it, AdamW (no weight decay) with the linear warm-up, its gradient clipped to norm 1 on its own.
-    -> one dict per seed: {"state": weights on the CPU, "loss": per step, "probe_steps", "probes": per checkpoint}."""
+def train_one(run: tuple[str, int], steps: int, d_model: int, n_probe: int, checkpoints: int,
+              device: str | None = None) -> dict:
+    """Train one objective on one seed's stream of fresh text (the same text for every objective with that seed),
+    probing the frozen output at `checkpoints` + 1 evenly spaced steps (step 0 = the random initialisation)."""
+    objective, seed = run
     lang, cfg, dev = objectives_language(), model_config(d_model), get_device(device)
-    models = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        models.append(build_model(objective, cfg).to(dev).train())
-    text = [torch.Generator().manual_seed(seed) for seed in seeds]            # the clean text, per seed
-    noise = [torch.Generator().manual_seed(10_000 + seed) for seed in seeds]  # the corruption's own draws
+    torch.manual_seed(seed)
+    model = build_model(objective, cfg).to(dev).train()
+    text = torch.Generator().manual_seed(seed)       # the clean text: the same stream for every objective
+    noise = torch.Generator().manual_seed(10_000 + seed)  # the corruption's own draws, so the text stays aligned
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, foreach=True)
+    warmup = max(1, round(steps * WARMUP_SHARE))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
     train_ids, test_ids = probe_text(n_probe), probe_text(n_probe, PROBE_SEED + 1)
     at = sorted({round(i * steps / checkpoints) for i in range(checkpoints + 1)})
-    probes = [[] for _ in seeds]
-
-    def next_batch(step):
-        per_member = [objective_batch(objective, lang.sample(BATCH, SEQ_LEN, t), g) for t, g in zip(text, noise)]
-        inputs, labels = (torch.stack([b[k] for b in per_member]) for k in ("inputs", "labels"))  # (S, B, T) each
-        decoder_in = torch.stack([b["decoder_in"] for b in per_member]) if objective == "span" else labels
-        return inputs, decoder_in, labels  # decoder_in is unused (a stand-in of the right shape) but for span
-
-    def probe(step, members):
-        for mine, model in zip(probes, members):
+    probes, losses = [], []
+    for step in range(steps + 1):
+        if step in at:
             model.eval()
-            mine.append(probe_scores(model, objective, train_ids, test_ids))
+            probes.append(probe_scores(model, objective, train_ids, test_ids))
             model.train()
-
-    def optimizer(params):
-        opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.0, foreach=True)
-        warmup = max(1, round(steps * WARMUP_SHARE))
-        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
-
-    losses = train_stacked(models, partial(_member_loss, objective=objective), next_batch, steps, optimizer, clip=1.0,
-                           device=dev, checkpoints=at, on_checkpoint=probe)
-    return [{"state": {k: v.detach().cpu() for k, v in m.state_dict().items()}, "loss": loss.tolist(),
-             "probe_steps": at, "probes": mine} for m, loss, mine in zip(models, losses, probes)]
+        if step == steps:
+            break
+        batch = {k: v.to(dev) for k, v in objective_batch(objective, lang.sample(BATCH, SEQ_LEN, text), noise).items()}
+        loss = loss_of(model, objective, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": losses,
+            "probe_steps": at, "probes": probes}
 
 
 # -- did each model learn its own task? -------------------------------------------------------
@@ -210,15 +192,13 @@ class ObjectivesResult:
 @one_thread()
 def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_probe: int = 256, checkpoints: int = 4,
                    device: str | None = None) -> ObjectivesResult:
-    """Every objective x seed: each objective's seeds as one stacked run (train_objective), the objectives side by
-    side on the CPU cores (qalib.lab.parallel)."""
+    """Every objective x seed, side by side on the CPU cores (qalib.lab.parallel)."""
     seeds = seed_list("seeds", seeds)
     int_in("steps", steps, 1, 100_000)
     int_in("checkpoints", checkpoints, 1, steps)
-    per_objective = map_runs(partial(train_objective, seeds=seeds, steps=steps, d_model=d_model, n_probe=n_probe,
-                                     checkpoints=checkpoints, device=device), list(OBJECTIVES), device)
     runs = [(o, s) for o in OBJECTIVES for s in seeds]
-    outcomes = dict(zip(runs, [outcome for mine in per_objective for outcome in mine]))
+    outcomes = dict(zip(runs, map_runs(partial(train_one, steps=steps, d_model=d_model, n_probe=n_probe,
+                                               checkpoints=checkpoints, device=device), runs, device)))
     cfg, dev = model_config(d_model), get_device(device)
     models = {}
     for run, o in outcomes.items():

@@ -140,28 +140,3 @@ def test_truth_greedy_follows_the_argmax_and_paired_interval_brackets_the_mean()
     with pytest.raises(ValueError):
         paired_interval([1.0], [0.0])
 
-
-def test_each_stacked_seed_is_its_solo_training_run():
-    """train_lm_seeds trains the seeds as one computation; each member's curve is the solo recipe's (same init, same
-    batches, AdamW, warm-up, clipping at its own norm), to float tolerance."""
-    from qalib.topics.decoding_experiment import SEQ_LEN, VARIANTS, lm_loss, train_lm_seeds
-
-    steps, seeds = 6, [3, 4]
-    stacked = train_lm_seeds("GQA, 2 kv heads", seeds, steps=steps)
-    lang = dc.decoding_language()
-    for i, seed in enumerate(seeds):
-        torch.manual_seed(seed)
-        model = DecoderLM(dc.decoder_config(*VARIANTS["GQA, 2 kv heads"])).train()
-        data = torch.Generator().manual_seed(seed)
-        opt = torch.optim.AdamW(model.parameters(), lr=2e-2, weight_decay=0.0)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)))
-        curve = []
-        for _ in range(steps):
-            loss = lm_loss(model, lang.sample(32, SEQ_LEN, data))
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            curve.append(float(loss.detach()))
-        assert np.allclose(stacked["loss"][i].numpy(), curve, atol=1e-4), (seed, stacked["loss"][i], curve)
