@@ -201,8 +201,9 @@ def memory_ablations(model: EncoderDecoder, task: ReversalTask, n: int = 512) ->
 @torch.no_grad()
 def memory_probes(model: EncoderDecoder, task: ReversalTask, n_train: int = 512, n_test: int = 512) -> dict:
     """Linear probes (least squares, qalib.lab.probes) on memory vectors and, for comparison, on the encoder's input
-    embeddings (token + position, no context): read the position's own token, its position, and the next source
-    token (its right neighbour; positions 0 .. S-2). Accuracy on held-out sentences."""
+    embeddings (token + position, no context): read the position's own token, its position and the next source
+    token (its right neighbour; positions 0 .. S-2), and the previous one (its left neighbour; positions 1 .. S-1).
+    Accuracy on held-out sentences."""
     s = task.src_len
     train_src = task.batch(n_train, torch.Generator().manual_seed(EVAL_SEED + 1))[0]
     test_src = held_out(task, n_test)[0]
@@ -221,13 +222,17 @@ def memory_probes(model: EncoderDecoder, task: ReversalTask, n_train: int = 512,
     y_train, y_test = targets(train_src), targets(test_src)
     out = {}
     for where in ("memory", "embeddings"):
-        x_train = f_train[where][:, :-1].flatten(0, 1)  # (B * (S-1), d)
+        x_train = f_train[where][:, :-1].flatten(0, 1)  # (B * (S-1), d): positions 0 .. S-2
         x_test = f_test[where][:, :-1].flatten(0, 1)
         out[where] = {}
         for what in y_train:
             w = fit_probe(x_train, y_train[what], task.vocab_size if what != "position" else s)
             out[where][what] = probe_accuracy(w, x_test, y_test[what])
-    out["chance"] = {"token": 1 / task.n_content, "position": 1 / (s - 1), "next token": 1 / task.n_content}
+        # the left neighbour: positions 1 .. S-1 read the token before them, (B * (S-1), d) -> (B * (S-1),)
+        w = fit_probe(f_train[where][:, 1:].flatten(0, 1), train_src[:, :-1].flatten(), task.vocab_size)
+        out[where]["previous token"] = probe_accuracy(w, f_test[where][:, 1:].flatten(0, 1), test_src[:, :-1].flatten())
+    out["chance"] = {"token": 1 / task.n_content, "position": 1 / (s - 1), "next token": 1 / task.n_content,
+                     "previous token": 1 / task.n_content}
     return out
 
 

@@ -123,7 +123,7 @@ def test_ablations_probes_and_cached_decoding_run(small_run):
     a = ce.memory_ablations(model, task, n=16)
     assert a["permuted_max_change"] < 1e-4 and 0 <= a["zero"] <= 1
     p = ce.memory_probes(model, task, n_train=64, n_test=32)
-    assert set(p["memory"]) == {"token", "position", "next token"}
+    assert set(p["memory"]) == {"token", "position", "next token", "previous token"}
     d = ce.cached_decoding(model, task, n=8)
     assert d["cross_reused"] and d["same_as_generate"] and d["self_cache_lengths"] == list(range(1, task.src_len + 1))
     r = ce.reverse_direction_share(model, task, layer=1, n=8)
@@ -149,3 +149,21 @@ def test_demos_start_without_error(small_run):
     demo = demos.masks_demo()
     demo.set(src_len=1, n_src_pad=5)
     assert demo.error is not None and "n_src_pad" in demo.error
+
+
+def test_memory_probes_read_each_neighbour_from_where_it_is():
+    """A stand-in encoder whose memory at j is the one-hot of token j-1 and whose input embedding is token j's: the
+    left-neighbour probe on the memory and the token probe on the embeddings read perfectly."""
+    import torch.nn.functional as F
+
+    task = ca.ReversalTask()
+
+    class ShiftedMemory:
+        def encode(self, source, internals):
+            onehot = F.one_hot(source, task.vocab_size).float()            # (B, S, V)
+            internals["encoder.embeddings.out"] = onehot
+            return torch.cat([torch.zeros_like(onehot[:, :1]), onehot[:, :-1]], dim=1)  # position j holds token j-1
+
+    p = ce.memory_probes(ShiftedMemory(), task, n_train=256, n_test=128)
+    assert p["memory"]["previous token"] == 1.0 and p["embeddings"]["token"] == 1.0
+    assert p["memory"]["next token"] < 0.2 and p["chance"]["previous token"] == 1 / task.n_content
