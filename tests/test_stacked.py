@@ -136,23 +136,3 @@ def test_bad_members_and_non_finite_losses_are_named():
     with pytest.raises(FloatingPointError, match="member 1 became nan at step 0"):
         train_stacked(models, lm_loss, lambda step: (torch.randint(0, 20, (2, 4, 6)),), 2,
                       lambda p: (torch.optim.SGD(p, lr=0.1), None))
-
-
-def test_checkpoints_see_each_members_weights_of_that_step():
-    models = [built(DecoderLM, LM, s) for s in (0, 1)]
-    init = [m.embeddings.word_embeddings.weight.detach().clone() for m in models]
-    seen = {}
-
-    def record(step, members):
-        seen[step] = [m.embeddings.word_embeddings.weight.detach().clone() for m in members]
-
-    train_stacked(models, lm_loss, lambda step: (torch.randint(0, 20, (2, 4, 6)),), 4,
-                  lambda p: (torch.optim.SGD(p, lr=0.5), None), checkpoints=[0, 2, 4], on_checkpoint=record)
-    assert sorted(seen) == [0, 2, 4]
-    for i in range(2):
-        assert torch.equal(seen[0][i], init[i])
-        assert torch.equal(seen[4][i], models[i].embeddings.word_embeddings.weight.detach())
-        assert not torch.equal(seen[2][i], seen[0][i]) and not torch.equal(seen[2][i], seen[4][i])
-    with pytest.raises(ValueError, match="on_checkpoint"):
-        train_stacked(models, lm_loss, lambda step: (torch.randint(0, 20, (2, 4, 6)),), 1,
-                      lambda p: (torch.optim.SGD(p, lr=0.5), None), checkpoints=[0])

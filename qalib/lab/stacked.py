@@ -16,7 +16,8 @@ in-place updates of buffers (BatchNorm's running statistics).
 
 qalib.lab.train_batched builds MiniBert's seed-batched trainer on this. Notebooks 12, 14 and 16 do not use it for
 their decoders: on 2 CPU cores their solo runs side by side were faster (a stack per variant is fewer, larger jobs,
-which balance worse over the cores, and a member's step got only 0-14% cheaper; `make bench ONLY=train` measures it).
+which balance worse over the cores, and a member's step was 6% dearer to 13% cheaper; `make bench ONLY=train`
+measures it).
 On a GPU, where the runs go one after another, a stack is the way to run many seeds at once.
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -126,8 +127,7 @@ def clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
 
 def train_stacked(members: Sequence[nn.Module], member_loss: Callable, next_batch: Callable[[int], tuple],
                   steps: int, make_optimizer: Callable[[list[torch.Tensor]], tuple], clip: float | None = None,
-                  device: torch.device | str = "cpu", checkpoints: Collection[int] = (),
-                  on_checkpoint: Callable[[int, list[nn.Module]], None] | None = None) -> torch.Tensor:
+                  device: torch.device | str = "cpu") -> torch.Tensor:
     """Train the members side by side, each as its own solo loop would:
 
         for step in range(steps):
@@ -136,25 +136,13 @@ def train_stacked(members: Sequence[nn.Module], member_loss: Callable, next_batc
     next_batch(step) -> a tuple of (S, ...) tensors, member i's batch in slice i (on any device);
     make_optimizer(params) -> (optimizer, scheduler or None) over the stacked weights (elementwise optimizers only:
     Adam, AdamW, SGD; their state is per element, so per member). The members get their trained weights back.
-    on_checkpoint(step, members): called before each step in `checkpoints` (and after the last one, if `steps` is
-    among them) with the members holding their weights of that moment, e.g. to probe them; what it does to the
-    members' weights is not seen by the training.
     -> (S, steps) float training losses, read from the device once, at the end (no host sync per step).
     FloatingPointError naming the member and step if a loss is NaN or inf."""
     device = torch.device(device)
     stacked = StackedModules(members, device)
     opt, sched = make_optimizer(stacked.param_list())
     losses = []
-    members = list(members)
-    checkpoints = set(checkpoints)
-    if checkpoints and on_checkpoint is None:
-        raise ValueError("checkpoints given without on_checkpoint: nothing would be called at them")
-    for step in range(steps + 1):
-        if step in checkpoints:
-            stacked.unstack_into(members)
-            on_checkpoint(step, members)
-        if step == steps:
-            break
+    for step in range(steps):
         batch = tuple(x.to(device) for x in next_batch(step))
         loss = stacked.map(member_loss, *batch)  # (S,)
         losses.append(loss.detach())

@@ -10,8 +10,8 @@ Member i is the solo run of its seed,
 with the same initial weights (built exactly so), the same batches (its own generator seeded with `seed`, drawn
 with task.batch as train draws them), the same AdamW with decay / no-decay groups and warm-up, and its own
 gradient clipping (its own global gradient norm, clip_grad_norm_'s formula). The S forward passes run as one
-through torch.func.vmap over the stacked weights (qalib.lab.stacked: stack_module_state + functional_call), with MiniBert's
-unchecked forward: the batch is checked once per step, for all members, on the host (MiniBert.check_inputs).
+through torch.func.vmap over the stacked weights (qalib.lab.stacked: stack_module_state + functional_call), with
+MiniBert's unchecked forward: the batch is checked once per step, for all members, on the host (MiniBert.check_inputs).
 
 What differs from the solo runs, all of it float rounding (tests/test_train_batched.py measures it):
   - the batched kernels sum in another order (a bmm over members instead of one mm each; on the CPU attention
@@ -201,7 +201,7 @@ class StackedMembers:
     def check_and_stack(self, batches: list[Batch], device: torch.device) -> _StackedBatch:
         return stack_batches(batches, self._checker, device)
 
-    def unstack_into(self, members: list[MiniBert], device: torch.device) -> None:
+    def unstack_into(self, members: list[MiniBert]) -> None:
         """Member i gets slice i of every weight and buffer."""
         self._stack.unstack_into(members)
 
@@ -248,7 +248,7 @@ def _train_stacked(members: list[MiniBert], seeds: list[int], task, cfg: TrainCo
                 hist.accuracy.append(accuracy)
                 for k, v in grad_norms.items():
                     hist.grad_norm.setdefault(k, []).append(v[i])
-    stacked.unstack_into(members, device)
+    stacked.unstack_into(members)
     for member in members:
         member.eval()
     return histories

@@ -139,4 +139,3 @@ def test_truth_greedy_follows_the_argmax_and_paired_interval_brackets_the_mean()
     assert r["low"] < r["mean"] < r["high"] and abs(r["mean"] - 2 / 3) < 1e-12
     with pytest.raises(ValueError):
         paired_interval([1.0], [0.0])
-

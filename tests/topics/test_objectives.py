@@ -200,4 +200,3 @@ def test_task_floors_are_ordered_and_an_untrained_model_sits_above_them():
     for o in ob.OBJECTIVES:
         untrained = oe.held_out_loss(ob.build_model(o, ob.model_config()).eval(), o, n=64)
         assert untrained > max(f[o].values()) + 0.5, o
-
