@@ -7,7 +7,7 @@ docstring is its map, and ARCHITECTURE.md says what may import what.
                   devices, fits and statistics over seeds
     notebook/  -- what a notebook stands on: claims (✓ ≡ ❝), drawing, widgets (Demo), style, the catalog
     practice/  -- drills, the quiz, the mock interview and its progress file, exercises
-    topics/    -- per notebook: <topic>.py (compute, plot, demos), <topic>_experiment.py (the training runs)
+    topics/    -- one package per notebook (nb06_layernorm_vs_batchnorm/ for 06): compute, experiment, demos
     tools/     -- around the collection, imported by no lesson: notebook runner, site, slides, cheat sheet,
                   benchmarks, the robustness sweep, test helpers
 

@@ -239,14 +239,14 @@ def test_the_drawing_layer_and_the_topics_plot_code_work_without_ipywidgets():
     code = ("import importlib, pkgutil, sys\n"
             "sys.modules['ipywidgets'] = None  # as if it were not installed: importing it raises ImportError\n"
             "import qalib.notebook.drawing, qalib.topics\n"
-            "names = [m.name for m in pkgutil.iter_modules(qalib.topics.__path__)]\n"
-            "assert any(n.endswith('_demos') for n in names) and any(not n.endswith('_demos') for n in names)\n"
+            "names = [m.name for m in pkgutil.walk_packages(qalib.topics.__path__, 'qalib.topics.') if not m.ispkg]\n"
+            "assert any(n.endswith('.demos') for n in names) and any(not n.endswith('.demos') for n in names)\n"
             "for name in names:\n"
             "    try:\n"
-            "        importlib.import_module('qalib.topics.' + name)\n"
+            "        importlib.import_module(name)\n"
             "    except ImportError:\n"
-            "        assert name.endswith('_demos'), name + ' needs ipywidgets to import'\n"
+            "        assert name.endswith('.demos'), name + ' needs ipywidgets to import'\n"
             "    else:\n"
-            "        assert not name.endswith('_demos'), name + ' built its demos without ipywidgets'\n")
+            "        assert not name.endswith('.demos'), name + ' built its demos without ipywidgets'\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -13,11 +13,18 @@ from qalib.nn import positions
 from qalib.nn import validate as V
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
-from qalib.topics import (
-    block_parts, block_parts_experiment, embedding_scale_experiment, embedding_sum, embedding_sum_experiment, multi_head,
-    multi_head_experiment, normalization_experiment, pretraining, pretraining_experiment, random_walk,
-    random_walk_experiment, relative_positions, relative_positions_experiment, scaled_attention,
-    scaled_attention_experiment, shared_qk, shared_qk_experiment, sin_cos_positions, sin_cos_positions_experiment)
+# each topic module under the name of what it holds
+from qalib.topics.nb01_scaled_attention import compute as scaled_attention, experiment as scaled_attention_experiment
+from qalib.topics.nb02_sin_cos_positions import compute as sin_cos_positions, experiment as sin_cos_positions_experiment
+from qalib.topics.nb03_embedding_scale import experiment as embedding_scale_experiment
+from qalib.topics.nb04_bert_embedding_sum import compute as embedding_sum, experiment as embedding_sum_experiment
+from qalib.topics.nb05_shared_qk import compute as shared_qk, experiment as shared_qk_experiment
+from qalib.topics.nb06_layernorm_vs_batchnorm import experiment as normalization_experiment
+from qalib.topics.nb07_multi_head import compute as multi_head, experiment as multi_head_experiment
+from qalib.topics.nb08_relative_positions import compute as relative_positions, experiment as relative_positions_experiment
+from qalib.topics.nb09_attention_random_walk import compute as random_walk, experiment as random_walk_experiment
+from qalib.topics.nb10_residuals_ffn_masks import compute as block_parts, experiment as block_parts_experiment
+from qalib.topics.nb11_mlm_and_nsp import compute as pretraining, experiment as pretraining_experiment
 
 
 # -- int_in --------------------------------------------------------------------------------------------------

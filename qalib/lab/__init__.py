@@ -8,7 +8,8 @@
     probes        -- linear probes: can a linear map read a property out of vectors?
     parallel      -- independent runs (seeds, variants) on every CPU core at once
     fits          -- power laws fitted to measured curves (the exponent of time against length)
-    stats         -- statistics over seeds: the paired 95% interval a 'no difference' statement needs
+    stats         -- statistics over seeds: the paired 95% interval a 'no difference' statement needs; binomial tolerance
+    language_truth -- a synthetic language's known next-token distribution, and text judged against it (12, 16)
     seeding       -- seeds(n), seed(i), scale(device): the one seed source (QALIB_SEED_OFFSET, QALIB_SCALE)
     device        -- get_device(): CUDA, then MPS, then CPU (QALIB_DEVICE overrides); describe()
 

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from qalib.nn.validate import int_in, probability
+
 # Student's t, two-sided 95% (the 0.975 quantile), for 1 .. 30 degrees of freedom
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
@@ -28,3 +30,8 @@ def paired_interval(a, b) -> dict:
     half = t * float(d.std(ddof=1)) / math.sqrt(len(d))
     return {"diffs": d, "mean": float(d.mean()), "low": float(d.mean()) - half, "high": float(d.mean()) + half,
             "half_width": half}
+
+
+def binomial_tolerance(p: float, n: int, z: float = 4.0) -> float:
+    """z standard errors of a proportion p estimated from n independent draws: z sqrt(p (1 - p) / n)."""
+    return z * math.sqrt(probability("p", p) * (1 - p) / int_in("n", n, 1))

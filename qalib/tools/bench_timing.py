@@ -16,8 +16,8 @@ import numpy as np
 
 def bench_timings(rounds: int = 5) -> dict[str, bool]:
     """Each statement over `rounds` independent measurements; it holds if it holds in the median round."""
-    from qalib.topics.block_parts import cost_curve
-    from qalib.topics.multi_head import time_attention
+    from qalib.topics.nb10_residuals_ffn_masks.compute import cost_curve
+    from qalib.topics.nb07_multi_head.compute import time_attention
 
     print("\n== the notebooks' timing statements (median of", rounds, "rounds)")
     ratios = [time_attention(8) / time_attention(1) for _ in range(rounds)]

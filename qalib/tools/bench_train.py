@@ -145,8 +145,8 @@ def _seq2seq_loss(model, source, decoder_in, labels):
 def _decoder_cases():
     """{name: (model factory, loss, one member's batch: a tuple of tensors)} for notebooks 12 and 14's models."""
     from qalib.nn.decoder import DecoderLM, EncoderDecoder
-    from qalib.topics.cross_attention import ReversalTask, reversal_config
-    from qalib.topics.decoding import decoder_config, decoding_language
+    from qalib.topics.nb14_cross_attention.compute import ReversalTask, reversal_config
+    from qalib.topics.nb12_decoding.compute import decoder_config, decoding_language
 
     g = torch.Generator().manual_seed(0)
     reversal = ReversalTask()

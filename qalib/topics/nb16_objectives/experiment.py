@@ -1,0 +1,261 @@
+"""Notebook 16, training: one model size, one language, three objectives (masked LM, causal LM, span corruption),
+several seeds; then what each frozen network's output holds (linear probes) and how well each predicts the next
+token, against the language's true distribution.
+
+    exp = run_experiment(seeds=(0, 1, 2), steps=400)     # ObjectivesResult: models, probes at checkpoints, FLOPs
+    task_floors()                                        # the lowest held-out loss each objective's task allows
+    held_out_loss(model, "span")                         # a trained model's loss on its own task, fresh text
+    next_token_kl(model, "mlm", lang, text)              # KL(truth || model) of p(next | prefix), the [MASK] trick
+    generate_text(model, "mlm", prompt, 32, seed=0)      # left-to-right sampling, the same trick each step
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from qalib.lab.data import IGNORE, MASK, N_SPECIAL, UNK
+from qalib.lab.device import get_device, one_thread
+from qalib.lab.parallel import map_runs
+from qalib.lab.probes import fit_probe, probe_accuracy
+from qalib.nn.generate import generate
+from qalib.lab.language_truth import kl, true_next_probs
+from qalib.topics.nb16_objectives.compute import (DECODER_START, EOS, LANG_VOCAB, OBJECTIVES, SEQ_LEN, build_model, logits_of,
+                                     model_config, n_params, objective_batch, objectives_language, sentinel, span_corrupt,
+                                     step_flops)
+from qalib.nn.validate import choice, int_in, seed_list
+
+PROBE_LEN = SEQ_LEN - 3  # probed text (+ EOS for T5's encoder = its training input length, SEQ_LEN - 2)
+PROBE_SEED = 4242   # the probes' text, the same for every model
+FLOOR_SEED = 5151   # the held-out text of task_floors and held_out_loss
+BATCH = 64
+LR = 1e-2
+WARMUP_SHARE = 0.4  # of the steps, linear, then the constant LR: a short warm-up leaves the masked LM on its plateau
+
+
+def features(model, objective: str, ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) clean ids -> (B, T, d): the frozen network's final hidden states (after the final norm), the output a
+    classifier would read. span: the encoder's output (memory) on ids + EOS, without the EOS position."""
+    dev = next(model.parameters()).device
+    with torch.no_grad():
+        if objective == "span":
+            src = torch.cat([ids, torch.full((len(ids), 1), EOS)], dim=1).to(dev)
+            return model.encode(src)[:, :-1].float().cpu()
+        return model.decoder(model.embeddings(ids.to(dev)))[0].float().cpu()  # (hidden, cache): the hidden states
+
+
+def probe_text(n: int, seed: int = PROBE_SEED) -> torch.Tensor:
+    return objectives_language().sample(n, PROBE_LEN, torch.Generator().manual_seed(seed))
+
+
+def probe_scores(model, objective: str, train_ids: torch.Tensor, test_ids: torch.Tensor) -> dict:
+    """Linear probes (least squares, qalib.lab.probes) on the frozen output at positions 1 .. T-2, reading the token to
+    the RIGHT (t + 1: needs the right context) and the token to the LEFT (t - 1). -> {"next": acc, "previous": acc}
+    on the held-out text."""
+    def rows(ids):
+        h = features(model, objective, ids)[:, 1:-1]               # (B, T-2, d): positions 1 .. T-2
+        return h.reshape(-1, h.shape[-1]), ids[:, 2:].reshape(-1), ids[:, :-2].reshape(-1)
+    x, nxt, prev = rows(train_ids)
+    x_test, nxt_test, prev_test = rows(test_ids)
+    v = model.cfg.vocab_size
+    w_next, w_prev = fit_probe(x, [nxt, prev], [v, v]).split([v, v], dim=1)
+    return {"next": probe_accuracy(w_next, x_test, nxt_test), "previous": probe_accuracy(w_prev, x_test, prev_test)}
+
+
+def loss_of(model, objective: str, batch: dict) -> torch.Tensor:
+    """Cross-entropy over the positions that carry a loss; mlm projects to the vocabulary only at those."""
+    labels = batch["labels"]
+    if objective == "mlm":
+        hidden = model.decoder(model.embeddings(batch["inputs"]))[0]  # (B, T, d)
+        keep = labels != IGNORE
+        return F.cross_entropy(model.logits(hidden[keep]).float(), labels[keep])
+    logits = logits_of(model, objective, batch)
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def train_one(run: tuple[str, int], steps: int, d_model: int, n_probe: int, checkpoints: int,
+              device: str | None = None) -> dict:
+    """Train one objective on one seed's stream of fresh text (the same text for every objective with that seed),
+    probing the frozen output at `checkpoints` + 1 evenly spaced steps (step 0 = the random initialisation)."""
+    objective, seed = run
+    lang, cfg, dev = objectives_language(), model_config(d_model), get_device(device)
+    torch.manual_seed(seed)
+    model = build_model(objective, cfg).to(dev).train()
+    text = torch.Generator().manual_seed(seed)       # the clean text: the same stream for every objective
+    noise = torch.Generator().manual_seed(10_000 + seed)  # the corruption's own draws, so the text stays aligned
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, foreach=True)
+    warmup = max(1, round(steps * WARMUP_SHARE))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    train_ids, test_ids = probe_text(n_probe), probe_text(n_probe, PROBE_SEED + 1)
+    at = sorted({round(i * steps / checkpoints) for i in range(checkpoints + 1)})
+    probes, losses = [], []
+    for step in range(steps + 1):
+        if step in at:
+            model.eval()
+            probes.append(probe_scores(model, objective, train_ids, test_ids))
+            model.train()
+        if step == steps:
+            break
+        batch = {k: v.to(dev) for k, v in objective_batch(objective, lang.sample(BATCH, SEQ_LEN, text), noise).items()}
+        loss = loss_of(model, objective, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": losses,
+            "probe_steps": at, "probes": probes}
+
+
+# -- did each model learn its own task? -------------------------------------------------------
+def _held_out(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """n held-out sequences, their span corruption, and one interior position per sequence (the masked LM's test)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = objectives_language().sample(n, SEQ_LEN, g)
+    src, tgt, noise = span_corrupt(ids, g)
+    where = torch.randint(1, SEQ_LEN - 1, (n,), generator=g)
+    return ids, (src, tgt, noise), where, g
+
+
+def task_floors(n: int = 8_000, seed: int = FLOOR_SEED) -> dict:
+    """The lowest held-out loss each objective's own task allows, from the language's successor table. The language
+    is a Markov chain with 4 equally likely successors per token, so a token given its left neighbour has entropy
+    ln 4, and given both neighbours it is uniform over the paths between them: -log p = log(number of paths).
+    -> {"causal": {"left context": ln 4},
+        "mlm": one [MASK] at an interior position: {"left neighbour only": ln 4, "both neighbours": E log A^2[l, r]},
+        "span": nats per decoder token (sentinel, 3 span tokens, sentinel, EOS: only the span tokens are uncertain):
+                {"ignores the encoder": (H(first span token) + 2 ln 4) / 6, "left neighbour": 3 ln 4 / 6,
+                 "both neighbours": E log A^4[l, r] / 6}}."""
+    lang = objectives_language()
+    k = lang.n_content
+    a = torch.zeros(k, k, dtype=torch.float64)
+    a.scatter_(1, lang.successors, 1.0)                     # a[i, j] = 1 if j may follow i
+    ids, (_, tgt, noise), where, _ = _held_out(n, seed)
+    x, rows = ids - N_SPECIAL, torch.arange(n)
+    start = noise.int().argmax(1)                           # the one span's first position (3 tokens)
+    first = torch.bincount(x[rows, start], minlength=k).double() / n
+    h_first = float(-(first[first > 0] * first[first > 0].log()).sum())
+    ln4 = float(np.log(lang.branching))
+    n_dec = tgt.shape[1]
+    return {"causal": {"left context": ln4},
+            "mlm": {"left neighbour only": ln4,
+                    "both neighbours": float((a @ a)[x[rows, where - 1], x[rows, where + 1]].log().mean())},
+            "span": {"ignores the encoder": (h_first + 2 * ln4) / n_dec, "left neighbour": 3 * ln4 / n_dec,
+                     "both neighbours": float(torch.linalg.matrix_power(a, 4)[x[rows, start - 1], x[rows, start + 3]]
+                                              .log().mean()) / n_dec}}
+
+
+@torch.no_grad()
+def held_out_loss(model, objective: str, n: int = 512, seed: int = FLOOR_SEED + 1) -> float:
+    """A trained model's cross-entropy on its own task, on fresh text, comparable with task_floors: causal, every
+    next token; mlm, one [MASK] at an interior position per sequence (the rest intact); span, every decoder token."""
+    choice("objective", objective, OBJECTIVES)
+    dev = next(model.parameters()).device
+    ids, (src, tgt, _), where, _ = _held_out(n, seed)
+    rows = torch.arange(n)
+    if objective == "mlm":
+        inputs = ids.clone()
+        inputs[rows, where] = MASK
+        hidden = model.decoder(model.embeddings(inputs.to(dev)))[0][rows, where.to(dev)]
+        return float(F.cross_entropy(model.logits(hidden).float(), ids[rows, where].to(dev)))
+    if objective == "causal":
+        batch = {"inputs": ids[:, :-1], "labels": ids[:, 1:]}
+    else:
+        start = torch.full((n, 1), DECODER_START)
+        batch = {"inputs": src, "decoder_in": torch.cat([start, tgt[:, :-1]], dim=1), "labels": tgt}
+    return float(loss_of(model, objective, {k: v.to(dev) for k, v in batch.items()}))
+
+
+@dataclass
+class ObjectivesResult:
+    seeds: list[int]
+    steps: int
+    models: dict            # {(objective, seed): trained model, eval mode}
+    loss: dict              # {objective: (S, steps) training loss, each on its own scale}
+    probe_steps: list[int]
+    probe: dict             # {(objective, "next" | "previous"): (S, checkpoints + 1) held-out probe accuracy}
+    params: dict            # {objective: parameter count}
+    flops_per_step: dict    # {objective: counted training FLOPs of one step of BATCH sequences}
+
+    def final(self, objective: str, what: str = "next") -> np.ndarray:
+        """(S,) probe accuracy after training; objective "random" = the untrained bidirectional network."""
+        if objective == "random":
+            return self.probe[("mlm", what)][:, 0]
+        return self.probe[(objective, what)][:, -1]
+
+
+@one_thread()
+def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_probe: int = 256, checkpoints: int = 4,
+                   device: str | None = None) -> ObjectivesResult:
+    """Every objective x seed, side by side on the CPU cores (qalib.lab.parallel)."""
+    seeds = seed_list("seeds", seeds)
+    int_in("steps", steps, 1, 100_000)
+    int_in("checkpoints", checkpoints, 1, steps)
+    runs = [(o, s) for o in OBJECTIVES for s in seeds]
+    outcomes = dict(zip(runs, map_runs(partial(train_one, steps=steps, d_model=d_model, n_probe=n_probe,
+                                               checkpoints=checkpoints, device=device), runs, device)))
+    cfg, dev = model_config(d_model), get_device(device)
+    models = {}
+    for run, o in outcomes.items():
+        m = build_model(run[0], cfg)
+        m.load_state_dict(o["state"])
+        models[run] = m.to(dev).eval()
+    probe = {(obj, what): np.array([[p[what] for p in outcomes[(obj, s)]["probes"]] for s in seeds])
+             for obj in OBJECTIVES for what in ("next", "previous")}
+    return ObjectivesResult(seeds, steps, models,
+                            {obj: np.array([outcomes[(obj, s)]["loss"] for s in seeds]) for obj in OBJECTIVES},
+                            outcomes[runs[0]]["probe_steps"], probe,
+                            {obj: n_params(models[(obj, seeds[0])]) for obj in OBJECTIVES},
+                            {obj: step_flops(cfg, obj, SEQ_LEN, BATCH) for obj in OBJECTIVES})
+
+
+# -- next-token prediction and generation ------------------------------------------------------
+@torch.no_grad()
+def next_probs(model, objective: str, prefix: torch.Tensor) -> torch.Tensor:
+    """(B, t) prefix -> (B, V) the model's distribution of token t. causal: the last position's output. mlm: the
+    trick, a [MASK] appended at position t and read there. span: the prefix and one sentinel (a span to fill at
+    the end) as the encoder's input; the decoder, after <start> <sentinel 0>, predicts the span's first token."""
+    choice("objective", objective, OBJECTIVES)
+    dev = next(model.parameters()).device
+    b = len(prefix)
+    if objective == "causal":
+        logits = model(prefix.to(dev), last_only=True).logits[:, -1]
+    elif objective == "mlm":
+        logits = model(torch.cat([prefix, torch.full((b, 1), MASK)], dim=1).to(dev)).logits[:, -1]
+    else:
+        s0 = torch.full((b, 1), sentinel(0))
+        src = torch.cat([prefix, s0, torch.full((b, 1), EOS)], dim=1)
+        logits = model(src.to(dev), torch.cat([torch.full((b, 1), DECODER_START), s0], dim=1).to(dev)).logits[:, -1]
+    return logits.double().softmax(-1).cpu()
+
+
+def next_token_kl(model, objective: str, text: torch.Tensor, lengths=(4, 8, 12, 16)) -> float:
+    """Mean KL(truth || model) in nats of the next-token distribution after the prefixes of text of these lengths
+    (decoding.true_next_probs; the truth gives 0 to sentinels and special ids, so their share counts as a miss)."""
+    truth = true_next_probs(objectives_language(), text)  # (B, T, 32): at t, the distribution of token t + 1
+    out = [kl(truth[:, t - 1], next_probs(model, objective, text[:, :t])[:, :truth.shape[-1]]).mean()
+           for t in (int_in("prefix length", t, 1, text.shape[1] - 1) for t in lengths)]
+    return float(torch.stack(out).mean())
+
+
+@torch.no_grad()
+def generate_text(model, objective: str, prompt: torch.Tensor, new_tokens: int, seed: int = 0) -> torch.Tensor:
+    """(B, P) prompt -> (B, P + new_tokens) sampled at temperature 1. causal: qalib.nn.generate. mlm: the trick, one
+    appended [MASK] per step, sampled, written in, and the whole sequence read again. A sentinel id, which is no
+    token of the language, comes back as [UNK], so the truth (decoding.true_logprobs) counts it as impossible."""
+    choice("objective", objective, ("mlm", "causal"))
+    if objective == "causal":
+        dev = next(model.parameters()).device
+        ids = generate(model, prompt.to(dev), new_tokens, strategy="sample", seed=seed).cpu()
+    else:
+        g = torch.Generator().manual_seed(seed)
+        ids = prompt.clone()
+        for _ in range(int_in("new_tokens", new_tokens, 0)):
+            p = next_probs(model, "mlm", ids)  # (B, V)
+            ids = torch.cat([ids, torch.multinomial(p, 1, generator=g)], dim=1)
+    return torch.where(ids < LANG_VOCAB, ids, torch.full_like(ids, UNK))
