@@ -12,15 +12,17 @@ docstring is its map, and ARCHITECTURE.md says what may import what.
                   benchmarks, the robustness sweep, test helpers
 
 `import qalib` gives the names every notebook's first cell uses: get_device, seeds, seed, scale, seed_everything,
-check, check_all, check_close, identity, identity_close, quote, ClaimFailed, use_style.
+check, check_all, check_close, the conditions a check takes (above, at_least, below, at_most, between), identity,
+identity_close, quote, ClaimFailed, use_style.
 """
 
 __version__ = "0.1.0"
 
 from qalib.lab.device import get_device
 from qalib.lab.seeding import scale, seed, seed_everything, seeds
-from qalib.notebook.claims import check, check_all, check_close, identity, identity_close, quote, ClaimFailed
+from qalib.notebook.claims import (check, check_all, check_close, above, at_least, below, at_most, between, identity,
+                                   identity_close, quote, ClaimFailed)
 from qalib.notebook.style import use_style
 
-__all__ = ["get_device", "seed_everything", "seeds", "seed", "scale", "check", "check_all", "check_close", "identity", "identity_close", "quote",
-           "ClaimFailed", "use_style", "__version__"]
+__all__ = ["get_device", "seed_everything", "seeds", "seed", "scale", "check", "check_all", "check_close", "above", "at_least",
+           "below", "at_most", "between", "identity", "identity_close", "quote", "ClaimFailed", "use_style", "__version__"]

@@ -136,3 +136,123 @@ def test_keep_going_is_0_or_1(monkeypatch):
     monkeypatch.setenv(claims.KEEP_GOING_ENV, "yes")
     with pytest.raises(ValueError, match="QALIB_CLAIMS_KEEP_GOING must be 0 or 1"):
         check("fails", False, 1.0)
+
+
+# Conditions: the verdict and the margin of a threshold comparison, worked out once (the threshold is written once).
+
+def verdict(condition: claims.Condition) -> tuple:
+    return condition.holds, condition.margin
+
+
+def test_each_comparison_holds_and_gives_its_margin_in_the_values_units():
+    assert verdict(claims.above(0.97, 0.95)) == (True, pytest.approx(0.02))
+    assert claims.at_least(0.97, 0.95).margin == pytest.approx(0.02)
+    assert verdict(claims.below(0.3, 0.5)) == (True, pytest.approx(0.2))
+    assert claims.at_most(0.3, 0.5).margin == pytest.approx(0.2)
+    assert verdict(claims.above(0.9, 0.95)) == (False, pytest.approx(-0.05))  # negative when it fails
+    assert verdict(claims.below(3, 2)) == (False, -1.0)                        # ints give a float margin
+    assert verdict(claims.between(0.8, 0.5, 1)) == (True, pytest.approx(0.2))  # the nearer bound: 1 - 0.8
+    assert claims.between(0.55, 0.5, 1).margin == pytest.approx(0.05)                 # the nearer bound: 0.55 - 0.5
+    assert not claims.between(1.2, 0.5, 1).holds and claims.between(1.2, 0.5, 1).margin == pytest.approx(-0.2)
+
+
+def test_equality_holds_for_at_least_and_at_most_only_with_margin_zero():
+    for strict, inclusive in ((claims.above, claims.at_least), (claims.below, claims.at_most)):
+        assert strict(0.5, 0.5) == claims.Condition(False, 0.0)
+        assert inclusive(0.5, 0.5) == claims.Condition(True, 0.0)
+    assert not claims.between(0.5, 0.5, 1).holds and not claims.between(1.0, 0.5, 1).holds
+
+
+def test_an_array_or_tensor_holds_when_every_element_does_with_the_worst_elements_margin():
+    acc = np.array([0.97, 0.99, 0.96])
+    assert verdict(claims.above(acc, 0.95)) == (True, pytest.approx(0.01))
+    assert verdict(claims.below(acc, 0.98)) == (False, pytest.approx(-0.01))
+    assert claims.between(acc, 0.9, 1.0).margin == pytest.approx(0.01)
+    t = torch.tensor([[0.2, 0.4], [0.3, 0.5]])
+    assert verdict(claims.above(t, 0.1)) == (True, pytest.approx(0.1))
+    assert verdict(claims.at_most(t.requires_grad_(), 0.45)) == (False, pytest.approx(-0.05))
+    assert claims.below(np.array([1.0, 2.0]), np.array([1.5, 2.2])).margin == pytest.approx(0.2)  # element by element
+    assert claims.above(torch.tensor([1.0, 2.0]), np.array([0.5, 1.9])).margin == pytest.approx(0.1)
+    assert claims.above([0.5, 0.7], 0.4).margin == pytest.approx(0.1)                             # a list of numbers
+
+
+def test_the_comparison_and_the_margin_are_worked_out_in_the_values_own_type():
+    """float32 compares as `acc > 0.95` does, and its margin is `acc.min() - 0.95`, to the last bit."""
+    acc = np.array([0.95, 0.97], dtype=np.float32)
+    assert claims.above(acc, 0.95).holds == bool((acc > 0.95).all())
+    assert claims.above(acc, 0.94).margin == float(acc.min() - 0.94)
+    t = torch.tensor([0.96, 0.99])
+    assert claims.at_least(t, 0.95).margin == float(t.min() - 0.95)
+    assert claims.below(t, 1).margin == float(1 - t.max())
+
+
+def test_nan_never_holds_and_has_no_margin():
+    nan = float("nan")
+    for condition in (claims.above(nan, 0.0), claims.at_least(nan, 0.0), claims.below(nan, 1.0),
+                      claims.at_most(nan, 1.0), claims.between(nan, 0.0, 1.0), claims.above(np.array([0.5, nan]), 0.1),
+                      claims.below(torch.tensor([nan, 0.5]), 1.0), claims.above(1.0, nan)):
+        assert verdict(condition) == (False, None)
+    assert verdict(claims.above(float("inf"), 0.0)) == (True, None)  # holds, but no finite margin
+
+
+def test_two_conditions_combine_with_and():
+    a, b = claims.above(0.9, 0.5), claims.below(0.2, 0.3)
+    assert verdict(a & b) == (True, pytest.approx(0.1))
+    assert verdict(a & claims.above(0.4, 0.5)) == (False, pytest.approx(-0.1))
+    assert verdict(a & claims.above(float("nan"), 0.5)) == (False, None)
+    with pytest.raises(TypeError, match="& combines two Conditions"):
+        a & True
+    with pytest.raises(TypeError, match="& combines two Conditions"):
+        True & a
+    with pytest.raises(TypeError, match="not a bool"):
+        a and b  # `and` would drop a's verdict
+
+
+def test_a_check_takes_a_condition_and_logs_its_margin(claim_log, capsys, no_shell):
+    acc = np.array([0.97, 0.99])
+    result = check("every seed above 0.95", claims.above(acc, 0.95), acc)
+    assert result.holds and capsys.readouterr().out == f"{TICK} every seed above 0.95 — measured: [0.97, 0.99]\n"
+    assert claim_log()[0]["margin"] == pytest.approx(0.02)
+    with pytest.raises(ClaimFailed, match="claim does not hold: every seed above 0.98"):
+        check("every seed above 0.98", claims.above(acc, 0.98), acc)
+    assert claim_log()[-1]["margin"] == pytest.approx(-0.01) and not claim_log()[-1]["holds"]
+    with pytest.raises(TypeError, match="the condition already gives the margin"):
+        check("margin twice", claims.above(acc, 0.95), acc, margin=0.02)
+
+
+def test_check_all_takes_conditions_with_the_worst_margin(claim_log):
+    check_all("every variant above its floor", [claims.above(0.92, 0.9), claims.below(0.1, 0.5)], [0.92, 0.1])
+    assert claim_log()[0]["margin"] == pytest.approx(0.02)
+    with pytest.raises(TypeError, match="every condition as a Condition"):
+        check_all("mixed", [claims.above(0.92, 0.9), True])
+    with pytest.raises(TypeError, match="goes to check"):
+        check_all("one condition", claims.above(np.array([0.92, 0.95]), 0.9))
+    with pytest.raises(TypeError, match="the condition already gives the margin"):
+        check_all("margin twice", [claims.above(0.92, 0.9)], margin=0.02)
+
+
+def test_a_condition_names_what_is_wrong_with_its_inputs():
+    for bad, match in ((True, "got bool .a comparison already made"), ("0.5", "got str"), (None, "got NoneType"),
+                       (np.array([True, False]), "real numbers"), (torch.tensor([True]), "real numbers"),
+                       ([[1.0], [2.0, 3.0]], "ragged"), (1 + 2j, "got complex")):
+        with pytest.raises(TypeError, match=match):
+            claims.above(bad, 0.5)
+    with pytest.raises(TypeError, match="above: threshold must be"):
+        claims.above(0.5, "0.4")
+    for empty in (np.array([]), torch.tensor([])):
+        with pytest.raises(ValueError, match="at_least: value is empty"):
+            claims.at_least(empty, 0.5)
+    with pytest.raises(ValueError, match="do not match"):
+        claims.below(np.zeros(3), np.zeros(2))
+    with pytest.raises(ValueError, match="do not match"):
+        claims.below(torch.zeros(3), torch.zeros(2))
+    with pytest.raises(ValueError, match="low must be below high"):
+        claims.between(0.5, 1, 0.5)
+    with pytest.raises(TypeError, match="Condition.holds must be a bool"):
+        claims.Condition(1, 0.5)
+
+
+def test_the_conditions_are_exported_next_to_check():
+    import qalib
+
+    assert all(getattr(qalib, name) is getattr(claims, name) for name in ("above", "at_least", "below", "at_most", "between"))

@@ -7,10 +7,12 @@ from typing import get_args
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from qalib.nn.attention import attention
 from qalib.nn.config import SCALINGS, Activation, EmbedCombine, EmbedScale, Norm, NormPlacement, Positions, QKProjection
-from qalib.nn.model import ACTIVATIONS, FeedForward, MiniBert, MiniBertConfig
+from qalib.nn.decoder import DecoderConfig, EncoderDecoder
+from qalib.nn.model import ACTIVATIONS, FeedForward, MiniBert, MiniBertConfig, SelfAttention, residual
 
 BASE = MiniBertConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=24)
 
@@ -291,3 +293,130 @@ def test_grouped_kv_heads_shrink_the_projection_and_the_internals():
         assert internals["layer0.q"].shape == (2, 4, 6, 8)
         assert internals["layer0.k"].shape == internals["layer0.v"].shape == (2, n_kv, 6, 8)
         assert internals["layer0.probs"].shape == (2, 4, 6, 6)  # one pattern per query head
+
+
+# -- SelfAttention's views of the fused projection: w_q, w_k, w_v, b_q, b_k, b_v, split_qkv -------------------------
+@pytest.mark.parametrize("n_kv", [4, 2, 1])  # MHA, GQA, MQA: K and V narrower than Q below 4
+def test_qkv_views_are_the_rows_of_the_fused_projection(n_kv):
+    torch.manual_seed(0)
+    att = SelfAttention(BASE.replace(n_kv_heads=n_kv))
+    w, b = att.qkv.weight, att.qkv.bias
+    assert att.w_q.shape == (32, 32) and att.w_k.shape == att.w_v.shape == (n_kv * 8, 32)  # d_head = 8
+    assert att.b_q.shape == (32,) and att.b_k.shape == att.b_v.shape == (n_kv * 8,)
+    assert torch.equal(torch.cat([att.w_q, att.w_k, att.w_v]), w)
+    assert torch.equal(torch.cat([att.b_q, att.b_k, att.b_v]), b)
+    for view, rows, full in ((att.w_q, 0, w), (att.w_k, 32, w), (att.w_v, 32 + n_kv * 8, w),
+                             (att.b_q, 0, b), (att.b_k, 32, b), (att.b_v, 32 + n_kv * 8, b)):
+        assert view._base is full and view.data_ptr() == full[rows:].data_ptr()  # a view: no copy
+    with torch.no_grad():
+        w[32:33].fill_(7.0)  # a change to qkv.weight shows through the view: shared storage
+    assert (att.w_k[0] == 7.0).all()
+    # what project() computes is the views' projections
+    x = torch.randn(2, 5, 32)
+    q, k, v = att.project(x)
+    for got, w_, b_ in ((q, att.w_q, att.b_q), (k, att.w_k, att.b_k), (v, att.w_v, att.b_v)):
+        assert torch.allclose(got, att.split_heads(F.linear(x, w_, b_)), atol=1e-6)
+    with pytest.raises(AttributeError):
+        att.w_q = torch.zeros(32, 32)  # read-only: the parameter is qkv.weight
+
+
+def test_gradients_through_the_views_reach_qkv_weight_and_split_qkv_splits_them():
+    torch.manual_seed(0)
+    att = SelfAttention(BASE.replace(n_kv_heads=2))
+    x = torch.randn(3, 32)
+    (x @ att.w_k.T).sum().backward()  # only W_k is used: the gradient is on W_k's rows of qkv.weight alone
+    g_q, g_k, g_v = att.split_qkv(att.qkv.weight.grad)
+    assert g_q.shape == (32, 32) and g_k.shape == g_v.shape == (16, 32)
+    assert not g_q.any() and not g_v.any()
+    assert torch.equal(g_k, x.sum(0).expand(16, 32))  # d/dW_k of sum(x W_k^T): every row is sum_i x_i
+    assert g_k._base is att.qkv.weight.grad  # views of the gradient too
+    assert att.qkv.bias.grad is None
+
+    att.zero_grad()
+    q, k, v = att.project(torch.randn(2, 5, 32))
+    (q.sum() + 2 * k.pow(2).sum() + v.sin().sum()).backward()
+    parts = att.split_qkv(att.qkv.weight.grad)
+    assert torch.equal(torch.cat(parts), att.qkv.weight.grad)
+    assert [p.shape[0] for p in att.split_qkv(att.qkv.bias.grad)] == [32, 16, 16]
+    with pytest.raises(ValueError, match="split_qkv"):
+        att.split_qkv(torch.zeros(48, 32))  # rows of a (q + k) weight, not of qkv
+
+
+def test_shared_qk_views_have_w_k_equal_w_q():
+    att = SelfAttention(BASE.replace(qk="shared"))
+    assert att.qkv.weight.shape == (64, 32)  # rows [q | v]
+    assert att.w_k.data_ptr() == att.w_q.data_ptr() and torch.equal(att.w_k, att.w_q)
+    assert torch.equal(att.w_v, att.qkv.weight[32:]) and torch.equal(att.b_k, att.b_q)
+    q, k, v = att.split_qkv(att.qkv.weight)
+    assert k is q and v.shape == (32, 32)
+
+
+def test_qkv_bias_views_are_none_without_a_bias():
+    att = SelfAttention(BASE)
+    att.qkv = torch.nn.Linear(32, 96, bias=False)
+    assert att.b_q is None and att.b_k is None and att.b_v is None
+    assert att.w_v.shape == (32, 32)
+
+
+# -- residual: every sublayer's wiring ----------------------------------------------------------------------------
+class _RecordingNorm(torch.nn.Module):
+    """Adds 100 and records what it was called with: where the norm sits is visible in the numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = []
+
+    def forward(self, x, keep=None, internals=None, name=""):
+        self.calls.append((keep, name))
+        if internals is not None:
+            internals[name] = x
+        return x + 100
+
+
+def test_residual_formulas():
+    x = torch.arange(6.0).view(1, 2, 3)
+    f = lambda h: 3 * h  # noqa: E731
+    dropout = lambda h: -h  # noqa: E731  (a stand-in whose place shows in the sign)
+    keep = torch.tensor([[True, False]])
+    expected = {("post", True): (x + -f(x)) + 100, ("pre", True): x + -f(x + 100),
+                ("post", False): -f(x) + 100, ("pre", False): -f(x + 100)}
+    for (placement, add_input), want in expected.items():
+        norm, internals = _RecordingNorm(), {}
+        got = residual(x, f, norm, dropout=dropout, placement=placement, add_input=add_input, keep=keep,
+                       internals=internals, name="layer3.ffn_norm")
+        assert torch.equal(got, want), (placement, add_input)
+        assert norm.calls == [(keep, "layer3.ffn_norm")] and list(internals) == ["layer3.ffn_norm"]
+        # the norm's input: the residual sum in post-norm, the sublayer's input in pre-norm
+        assert torch.equal(internals["layer3.ffn_norm"], want - 100 if placement == "post" else x)
+
+
+@pytest.mark.parametrize("placement", ["post", "pre"])
+def test_encoder_and_decoder_layers_are_the_residual_formulas(placement):
+    torch.manual_seed(0)
+    x, keep = torch.randn(2, 5, 32), torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    layer = MiniBert(BASE.replace(norm_placement=placement, norm="batch_masked")).layers[0].eval()
+    n1 = lambda h: layer.attention_norm(h, keep)  # noqa: E731
+    n2 = lambda h: layer.ffn_norm(h, keep)  # noqa: E731
+    att = lambda h: layer.attention(h, keep)  # noqa: E731
+    with torch.no_grad():
+        if placement == "post":
+            h = n1(x + att(x))
+            want = n2(h + layer.ffn(h))
+        else:
+            h = x + att(n1(x))
+            want = h + layer.ffn(n2(h))
+        assert torch.equal(layer(x, keep), want)
+
+    model = EncoderDecoder(DecoderConfig(vocab_size=40, d_model=32, n_layers=1, n_heads=4, d_ff=64, max_len=16,
+                                         norm_placement=placement)).eval()
+    dec = model.decoder.layers[0]
+    memory_kv = dec.cross_attention.memory_kv(torch.randn(2, 4, 32))
+    sa = lambda h: dec.attention(h)[0]  # noqa: E731
+    ca = lambda h: dec.cross_attention(h, memory_kv)  # noqa: E731
+    with torch.no_grad():
+        y = x
+        for f, norm in ((sa, dec.attention_norm), (ca, dec.cross_attention_norm), (dec.ffn, dec.ffn_norm)):
+            y = norm(y + f(y)) if placement == "post" else y + f(norm(y))
+        out, present = dec(x, None, memory_kv)
+        assert torch.equal(out, y)
+        assert torch.equal(present.k, dec.attention(dec.attention_norm(x) if placement == "pre" else x)[1].k)

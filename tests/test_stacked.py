@@ -1,13 +1,14 @@
-"""qalib.lab.stacked: decoders and encoder-decoders trained as one batched computation equal their solo runs
-(fp32, CPU). The MiniBert trainer built on it is tested in test_train_batched.py."""
+"""qalib.lab.stacked and qalib.tools.stacked_decoders: decoders and encoder-decoders trained as one batched
+computation equal their solo runs (fp32, CPU). The MiniBert trainer built on it is tested in test_train_batched.py."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from qalib.lab.stacked import StackedModules, clip_per_member, train_stacked
+from qalib.lab.stacked import StackedModules, clip_per_member
 from qalib.nn.config import DecoderConfig
 from qalib.nn.decoder import DecoderLM, EncoderDecoder
+from qalib.tools.stacked_decoders import lm_logits_unchecked, seq2seq_logits_unchecked, train_stacked
 
 LM = DecoderConfig(vocab_size=20, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, max_len=16)
 SEQ2SEQ = DecoderConfig(vocab_size=20, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=16,
@@ -24,12 +25,12 @@ def built(kind, cfg, seed):
 
 
 def lm_loss(model, ids):
-    logits = model.forward_unchecked(ids[:, :-1])  # (B, T-1, V)
+    logits = lm_logits_unchecked(model, ids[:, :-1])  # (B, T-1, V)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
 def seq2seq_loss(model, source, target):
-    logits = model.forward_unchecked(source, target[:, :-1])  # (B, T-1, V)
+    logits = seq2seq_logits_unchecked(model, source, target[:, :-1])  # (B, T-1, V)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target[:, 1:].reshape(-1), label_smoothing=0.1)
 
 
@@ -136,3 +137,13 @@ def test_bad_members_and_non_finite_losses_are_named():
     with pytest.raises(FloatingPointError, match="member 1 became nan at step 0"):
         train_stacked(models, lm_loss, lambda step: (torch.randint(0, 20, (2, 4, 6)),), 2,
                       lambda p: (torch.optim.SGD(p, lr=0.1), None))
+
+
+def test_the_unchecked_forwards_equal_the_models_forward():
+    """What the stacked members run is the models' own computation, without the host-side id checks."""
+    torch.manual_seed(0)
+    cfg = DecoderConfig(vocab_size=20, d_model=16, n_layers=2, n_heads=2, d_ff=32, max_len=16)
+    ids = torch.randint(0, 20, (3, 7))
+    lm, seq2seq = DecoderLM(cfg).eval(), EncoderDecoder(cfg).eval()
+    assert torch.equal(lm_logits_unchecked(lm, ids), lm(ids).logits)
+    assert torch.equal(seq2seq_logits_unchecked(seq2seq, ids, ids[:, :5]), seq2seq(ids, ids[:, :5]).logits)

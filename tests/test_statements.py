@@ -60,12 +60,37 @@ def tautologies(source: str) -> list[str]:
             if _constant(holds):
                 found.append(f"{what}: the condition is a literal")
             elif isinstance(holds, ast.Compare) and len(holds.comparators) == 1:
-                left, right = holds.left, holds.comparators[0]
-                if _same(left, right):
-                    found.append(f"{what}: both sides of the comparison are the same expression")
-                elif _constant(left) and _constant(right):
-                    found.append(f"{what}: both sides of the comparison are literals")
+                found += _same_or_literal(what, holds.left, holds.comparators[0])
+        if kind in ("check", "check_all"):  # a Condition (above(x, t), between(x, lo, hi)), or several joined by &
+            for cond in _conditions(node.args[1]):
+                found += _same_or_literal(what, cond.args[0], cond.args[1])
+                if _name(cond.func) == "between" and len(cond.args) == 3:
+                    found += _same_or_literal(what, cond.args[0], cond.args[2])
     return found
+
+
+CONDITIONS = {"above", "at_least", "below", "at_most", "between"}  # qalib.notebook.claims' threshold comparisons
+
+
+def _conditions(node: ast.expr) -> list[ast.Call]:
+    """The comparison calls in a condition argument: one, several joined with &, or a list of them."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+        return _conditions(node.left) + _conditions(node.right)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [c for e in node.elts for c in _conditions(e)]
+    if isinstance(node, ast.ListComp):
+        return _conditions(node.elt)
+    if isinstance(node, ast.Call) and _name(node.func) in CONDITIONS and len(node.args) >= 2:
+        return [node]
+    return []
+
+
+def _same_or_literal(what: str, left: ast.expr, right: ast.expr) -> list[str]:
+    if _same(left, right):
+        return [f"{what}: both sides of the comparison are the same expression"]
+    if _constant(left) and _constant(right):
+        return [f"{what}: both sides of the comparison are literals"]
+    return []
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
@@ -82,6 +107,9 @@ def test_no_measurement_has_a_tautology_shape(path):
     ("qalib.check('x', x == x, x)", "same expression"),
     ("qalib.check('sqrt', math.sqrt(4) == 2, 2)", "both sides"),
     ("check('always', True)", "a literal"),
+    ("qalib.check('x', qalib.above(x, x), x)", "same expression"),
+    ("qalib.check('x', qalib.below(acc.min(), 2) & qalib.at_least(2, 1), acc)", "both sides"),
+    ("qalib.check_all('x', [qalib.between(v, v, 1) for v in vs], vs)", "same expression"),
 ])
 def test_the_shapes_are_caught(source, reason):
     assert any(reason in t for t in tautologies(source)), tautologies(source)
@@ -92,6 +120,7 @@ def test_the_shapes_are_caught(source, reason):
     "qalib.check('loss falls', final < 0.5 * math.log(4), final)",
     "qalib.identity_close('10000^(510/512)', 10000 ** (510 / 512), 9646.6, rtol=1e-4)",
     "qalib.identity('a == a', a == a)",
+    "qalib.check('every seed learns', qalib.above(acc, 0.9) & qalib.between(loss.mean(), 0, 1), acc)",
 ])
 def test_real_measurements_and_declared_identities_pass(source):
     assert tautologies(source) == []

@@ -3,7 +3,7 @@ import torch
 
 from qalib.lab.data import MLMTask, ProbeTask
 from qalib.lab.presets import TINY, TINY_TRAIN, tiny_language
-from qalib.lab.train import TrainConfig, evaluate, train
+from qalib.lab.train import History, TrainConfig, evaluate, fit, lr_factor, train
 from qalib.nn.model import MiniBert
 from qalib.tools.bench_train import plain_training_loop
 
@@ -61,11 +61,75 @@ def test_non_finite_loss_names_its_step_even_between_log_steps():
         train(model, task, TrainConfig(steps=6, batch_size=4, log_every=4))
 
 
-def test_fused_adamw_is_a_validated_option():
-    with pytest.raises(ValueError, match="fused_adamw"):
-        TrainConfig(fused_adamw=1)
+@pytest.mark.parametrize("field, value", [("kernel", "fast"), ("kernel", True), ("decay", "cosine"), ("eps", 0.0),
+                                          ("eps", 2.0)])
+def test_the_optimizer_settings_are_validated(field, value):
+    with pytest.raises(ValueError, match=f"TrainConfig.{field}"):
+        TrainConfig(**{field: value})
+
+
+@pytest.mark.parametrize("kernel", ["fused", "default"])
+def test_every_adam_kernel_trains(kernel):
     task = ProbeTask("previous", vocab_size=TINY.vocab_size, seq_len=8)
     torch.manual_seed(0)
     hist = train(MiniBert(TINY.replace(n_layers=1, d_model=32, d_ff=64)), task,
-                 TrainConfig(steps=3, batch_size=8, log_every=1, fused_adamw=True))
+                 TrainConfig(steps=3, batch_size=8, log_every=1, kernel=kernel))
     assert len(hist.loss) == 3
+
+
+# -- fit: any model, any loss ---------------------------------------------------------------------------------
+def _regression(n=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, generator=g)
+    return x, x @ torch.tensor([1.0, -2.0, 0.5]) + 0.3
+
+
+def test_fit_trains_any_module_with_any_loss_and_records_every_step():
+    x, y = _regression()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    mse = lambda m, rows: torch.nn.functional.mse_loss(m(x[rows]).squeeze(-1), y[rows])  # noqa: E731
+    batches = (slice(16 * (i % 4), 16 * (i % 4) + 16) for i in range(200))
+    hist = fit(model, mse, batches, TrainConfig(steps=200, lr=0.05, warmup=10, weight_decay=0.0, log_every=50))
+    assert len(hist.step_loss) == 200 and hist.step == [0, 50, 100, 150, 199] and hist.accuracy == []
+    assert hist.loss == [hist.step_loss[s] for s in hist.step]
+    assert hist.final_loss() < 0.01 * hist.first_loss            # it learned: the learned-or-not record
+    assert hist.final_loss(1.0) == pytest.approx(sum(hist.step_loss) / 200)
+    assert not model.training                                     # back in eval mode
+
+
+def test_fit_runs_on_step_after_each_update_and_reports_short_batches():
+    x, y = _regression()
+    model = torch.nn.Linear(3, 1)
+    mse = lambda m, _: torch.nn.functional.mse_loss(m(x).squeeze(-1), y)  # noqa: E731
+    seen = []
+    fit(model, mse, iter(range(5)), TrainConfig(steps=5, lr=0.01), on_step=lambda h, s, m, b: seen.append((s, b, m.training)))
+    assert seen == [(s, s, True) for s in range(5)]
+    with pytest.raises(ValueError, match="batches ran out after 3 of TrainConfig.steps = 5"):
+        fit(model, mse, iter(range(3)), TrainConfig(steps=5, lr=0.01))
+    with pytest.raises(ValueError, match="share"):
+        History(step_loss=[1.0]).final_loss(0.0)
+
+
+def test_the_learning_rate_warms_up_then_holds_or_decays():
+    constant = TrainConfig(steps=10, warmup=4)
+    assert [lr_factor(s, constant) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    linear = TrainConfig(steps=10, warmup=2, decay="linear")
+    assert [lr_factor(s, linear) for s in range(10)] == [0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
+    assert [lr_factor(s, TrainConfig(steps=4, warmup=0, decay="linear")) for s in range(4)] == [1.0, 0.75, 0.5, 0.25]
+    assert lr_factor(3, TrainConfig(steps=4, warmup=0)) == 1.0
+
+
+def test_fit_gives_weight_decay_to_the_named_group_only():
+    """With a zero loss only weight decay moves a parameter: by default the 2-d weight decays and the bias does not;
+    decay_groups=([], [...]) decays nothing."""
+    zero = lambda m, _: (m.weight * 0).sum() + (m.bias * 0).sum()  # noqa: E731
+    cfg = TrainConfig(steps=3, lr=0.1, warmup=0, weight_decay=0.5, clip=0.0)
+    for groups, weight_moves in ((None, True), (([], None), False)):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        w0, b0 = model.weight.detach().clone(), model.bias.detach().clone()
+        if groups is not None:
+            groups = ([], [model.weight, model.bias])
+        fit(model, zero, iter(range(3)), cfg, decay_groups=groups)
+        assert (not torch.equal(model.weight, w0)) == weight_moves and torch.equal(model.bias, b0)

@@ -1,9 +1,9 @@
 """The laboratory: data with known truth, training, seeds and the statistics the experiments report.
 
     data          -- synthetic tasks with known ground truth, BERT's masking
-    train         -- a small seeded training loop (AdamW, warm-up, clipping, logging)
+    train         -- fit: the one training loop (AdamW, warm-up and decay, clipping, logging); train: fit on a task
     train_batched -- train_seeds: one model per seed, all trained as one batched computation (torch.func)
-    stacked       -- the batched computation for any models of one architecture (train_stacked; decoders too)
+    stacked       -- the batched computation for any models of one architecture (what train_seeds runs on)
     presets       -- small settings that train in seconds on 2 CPU cores
     probes        -- linear probes: can a linear map read a property out of vectors?
     parallel      -- independent runs (seeds, variants) on every CPU core at once

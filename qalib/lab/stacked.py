@@ -6,19 +6,17 @@
     clip_per_member(stacked.grads(), 1.0); opt.step()     # an optimizer over stacked.param_list()
     stacked.unstack_into(models)                          # member i gets slice i back: ordinary models again
 
-    losses = train_stacked(models, member_loss, next_batch, steps, make_optimizer, clip=1.0)   # the whole loop
-
 The members share no weight, so the gradient of the sum of their losses is each member's own gradient, in its own
 slice; an elementwise optimizer (Adam, AdamW, SGD) on the stacked weights is each member's optimizer on its slice.
 The forward passes run as one through torch.func.vmap (stack_module_state + functional_call), so member_loss must
-be traceable by vmap: no .item(), no host reads of tensor values (use the models' *_unchecked forwards), no
+be traceable by vmap: no .item(), no host reads of tensor values (MiniBert.forward_unchecked skips them), no
 in-place updates of buffers (BatchNorm's running statistics).
 
-qalib.lab.train_batched builds MiniBert's seed-batched trainer on this. Notebooks 12, 14 and 16 do not use it for
-their decoders: on 2 CPU cores their solo runs side by side were faster (a stack per variant is fewer, larger jobs,
-which balance worse over the cores, and a member's step was 6% dearer to 13% cheaper; `make bench ONLY=train`
-measures it).
-On a GPU, where the runs go one after another, a stack is the way to run many seeds at once.
+qalib.lab.train_batched builds MiniBert's seed-batched trainer on this. The decoders' whole loop, train_stacked, is in
+qalib.tools.stacked_decoders, beside the benchmark that uses it: on 2 CPU cores notebooks 12, 14 and 16's solo runs
+side by side were faster (a stack per variant is fewer, larger jobs, which balance worse over the cores, and a
+member's step was 6% dearer to 13% cheaper; `make bench ONLY=train` measures it). On a GPU, where the runs go one
+after another, a stack is the way to run many seeds at once.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["StackedModules", "clip_per_member", "train_stacked"]
+__all__ = ["StackedModules", "clip_per_member"]
 
 
 class _Apply(nn.Module):
@@ -123,40 +121,3 @@ def clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
     scale = (max_norm / (total + 1e-6)).clamp(max=1.0)                                        # (S,)
     for g in grads:
         g.mul_(scale.view(s, *([1] * (g.dim() - 1))))  # (S,) -> (S, 1, ...): broadcast over the member's slice
-
-
-def train_stacked(members: Sequence[nn.Module], member_loss: Callable, next_batch: Callable[[int], tuple],
-                  steps: int, make_optimizer: Callable[[list[torch.Tensor]], tuple], clip: float | None = None,
-                  device: torch.device | str = "cpu") -> torch.Tensor:
-    """Train the members side by side, each as its own solo loop would:
-
-        for step in range(steps):
-            loss = member_loss(model, *batch_i); zero_grad; loss.backward(); clip_grad_norm_(clip); opt.step(); sched.step()
-
-    next_batch(step) -> a tuple of (S, ...) tensors, member i's batch in slice i (on any device);
-    make_optimizer(params) -> (optimizer, scheduler or None) over the stacked weights (elementwise optimizers only:
-    Adam, AdamW, SGD; their state is per element, so per member). The members get their trained weights back.
-    -> (S, steps) float training losses, read from the device once, at the end (no host sync per step).
-    FloatingPointError naming the member and step if a loss is NaN or inf."""
-    device = torch.device(device)
-    stacked = StackedModules(members, device)
-    opt, sched = make_optimizer(stacked.param_list())
-    losses = []
-    for step in range(steps):
-        batch = tuple(x.to(device) for x in next_batch(step))
-        loss = stacked.map(member_loss, *batch)  # (S,)
-        losses.append(loss.detach())
-        opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        if clip:
-            clip_per_member(stacked.grads(), clip)
-        opt.step()
-        if sched is not None:
-            sched.step()
-    stacked.unstack_into(members)
-    history = torch.stack(losses, dim=1).float().cpu() if losses else torch.zeros(len(members), 0)  # (S, steps)
-    bad = (~torch.isfinite(history)).nonzero()
-    if len(bad):
-        member, step = (int(v) for v in bad[0])
-        raise FloatingPointError(f"the loss of member {member} became {float(history[member, step])} at step {step}")
-    return history

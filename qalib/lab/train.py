@@ -1,9 +1,13 @@
-"""A small training loop for the experiments: AdamW, linear warm-up, gradient clipping, progress bar.
+"""The one training loop of the collection: AdamW, linear warm-up (then constant or a linear decay), gradient
+clipping, logging, and what a learned-or-not gate reads.
 
-    history = train(model, task, TrainConfig(steps=300, seed=0))
-    history.loss, history.accuracy, history.grad_norm["layer0"], history.attn_entropy
+    history = fit(model, loss_fn, batches, TrainConfig(steps=300))   # any model: loss_fn(model, batch) -> loss
+    history = train(model, task, TrainConfig(steps=300, seed=0))     # a MiniBert on a qalib.lab.data task
+    history.loss, history.accuracy, history.grad_norm["layer0"], history.step_loss, history.attn_entropy
 
-Same seed on CPU -> identical loss curve (the data generator and the weights are both seeded).
+Every experiment trains through `fit` (or, many seeds of one MiniBert as one computation, through
+qalib.lab.train_batched.train_seeds); no experiment steps an optimizer itself. Same seed on CPU -> identical loss
+curve (the caller seeds the weights and the batches; `train` does both from cfg.seed).
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +28,12 @@ from qalib.lab.data import IGNORE, Batch
 from qalib.lab.device import get_device
 from qalib.nn.attention import entropy
 from qalib.nn.model import MiniBert
+
+# How AdamW steps: "foreach" (one call for all tensors), "fused" (one kernel: faster on the CPU, but its arithmetic
+# differs, ~2e-6 after 100 steps), or "default" (torch's choice: one tensor at a time on the CPU, foreach on CUDA).
+AdamKernel = Literal["foreach", "fused", "default"]
+# The learning rate after the warm-up: held ("constant") or falling linearly to 0 at the last step ("linear", BERT's).
+Decay = Literal["constant", "linear"]
 
 
 @dataclass(frozen=True)
@@ -39,10 +52,11 @@ class TrainConfig:
     # CPU threads while training. The notebooks' models are tiny: on 2 cores one thread is several times
     # faster than two under any other load (OpenMP's spin-waiting), and never much slower. None: torch's setting.
     threads: int | None = 1
-    # torch's fused AdamW (one kernel for all parameters): on the CPU here its step takes ~0.26 ms instead of
-    # foreach's ~1.3 ms (d = 32, 2 layers), but its arithmetic differs (parameters ~2e-6 apart after 100 steps),
-    # so the notebooks' printed numbers would move: off by default.
-    fused_adamw: bool = False
+    # AdamKernel above. fused: on the CPU here its step takes ~0.26 ms instead of foreach's ~1.3 ms (d = 32, 2
+    # layers), but the notebooks' printed numbers would move, so foreach is the default.
+    kernel: AdamKernel = "foreach"
+    eps: float = 1e-8            # Adam's epsilon (BERT's fine-tuning recipe uses 1e-6)
+    decay: Decay = "constant"    # the learning rate after the warm-up
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "log_every"):
@@ -57,8 +71,11 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.lr must be in (0, 1), got {self.lr!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"TrainConfig.threads must be None or an int >= 1, got {self.threads!r}")
-        if not isinstance(self.fused_adamw, bool):
-            raise ValueError(f"TrainConfig.fused_adamw must be a bool, got {self.fused_adamw!r}")
+        for name, kind in (("kernel", AdamKernel), ("decay", Decay)):
+            if getattr(self, name) not in get_args(kind):
+                raise ValueError(f"TrainConfig.{name} must be one of {list(get_args(kind))}, got {getattr(self, name)!r}")
+        if not (isinstance(self.eps, (int, float)) and 0 < self.eps < 1):
+            raise ValueError(f"TrainConfig.eps must be in (0, 1), got {self.eps!r}")
         if self.clip < 0 or self.weight_decay < 0:
             raise ValueError("TrainConfig.clip and weight_decay must be >= 0")
 
@@ -71,12 +88,29 @@ class TrainConfig:
 
 @dataclass
 class History:
+    """What a run logged. At the log steps (every cfg.log_every and the last): step, loss, accuracy (when the loss
+    function gives one), grad_norm (before clipping). step_loss: every step's training loss, what a learned-or-not
+    gate reads (first_loss, final_loss)."""
     step: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     accuracy: list[float] = field(default_factory=list)
     grad_norm: dict[str, list[float]] = field(default_factory=dict)   # per layer ("embeddings", "layer0", ...)
     entropy_step: list[int] = field(default_factory=list)
     attn_entropy: list[list[float]] = field(default_factory=list)      # per logged step: mean entropy per layer (nats)
+    step_loss: list[float] = field(default_factory=list)                # the training loss at every step
+
+    @property
+    def first_loss(self) -> float:
+        """The loss of the first step: the untrained model's, on its first batch."""
+        return self.step_loss[0]
+
+    def final_loss(self, share: float = 0.1) -> float:
+        """The mean training loss over the last `share` of the steps (at least one): the end of the run, with less
+        of one batch's noise than its last step."""
+        if not 0 < share <= 1:
+            raise ValueError(f"share must be in (0, 1], got {share!r}")
+        tail = self.step_loss[-max(1, round(share * len(self.step_loss))):]
+        return sum(tail) / len(tail)
 
 
 def loss_and_accuracy(model: MiniBert, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,9 +165,104 @@ def attention_entropy(model: MiniBert, batch: Batch) -> list[float]:
 
 
 def train(model: MiniBert, task, cfg: TrainConfig = TrainConfig()) -> History:
+    """Train a MiniBert (or a model with its interface, like notebook 13's RecurrentLM) on fresh batches of a
+    qalib.lab.data task: the weights' other randomness (dropout) and the batches both seeded from cfg.seed."""
+    device = get_device(cfg.device)
+    model.to(device)
+    torch.manual_seed(cfg.seed)  # dropout masks
+    data_gen = torch.Generator().manual_seed(cfg.seed)
+    batches = (task.batch(cfg.batch_size, data_gen) for _ in range(cfg.steps))
+    on_step = partial(_log_entropy, every=cfg.entropy_every, last=cfg.steps - 1) if cfg.entropy_every else None
+    return fit(model, partial(task_loss, device=device), batches, cfg, on_step=on_step)
+
+
+def task_loss(model: MiniBert, batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A task batch's loss and accuracy on `device`. A MiniBert's inputs are checked here, on the host where the task
+    made them, and its forward then skips the checks: they read tensor values (.min(), .any()), a host-device sync
+    per step on a GPU. Other models (notebook 13's RecurrentLM) run their own forward."""
+    if isinstance(model, MiniBert):
+        token_type_ids, keep = model.check_inputs(batch.input_ids, batch.token_type_ids, batch.attention_mask)
+        batch = batch.to(device)
+        hidden = model.forward_unchecked(batch.input_ids, token_type_ids.to(device),
+                                         None if keep is None else keep.to(device)).last_hidden_state
+        return head_loss_and_accuracy(model, hidden, batch)
+    return loss_and_accuracy(model, batch.to(device))
+
+
+def _log_entropy(history: History, step: int, model: MiniBert, batch: Batch, every: int, last: int) -> None:
+    if step % every == 0 or step == last:
+        model.eval()
+        history.entropy_step.append(step)
+        history.attn_entropy.append(attention_entropy(model, batch.to(next(model.parameters()).device)))
+        model.train()
+
+
+LossFn = Callable[..., "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"]
+
+
+def fit(model: torch.nn.Module, loss_fn: LossFn, batches: Iterable, cfg: TrainConfig = TrainConfig(), *,
+        on_step: Callable[[History, int, torch.nn.Module, object], None] | None = None,
+        decay_groups: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None) -> History:
+    """Train `model` for cfg.steps steps, one batch of `batches` a step: loss_fn(model, batch) -> the loss, or
+    (loss, accuracy). AdamW, cfg.warmup steps of linear warm-up then cfg.decay, gradient clipping at cfg.clip, on
+    cfg.device under cfg.threads; bf16 autocast on CUDA. Weight decay goes to the weights of >= 2 dims, or, with
+    decay_groups = (decay, no_decay), to exactly those (BERT's rule names biases and LayerNorm); clipping sums the
+    parameters' norms in the order of model.parameters(), or of decay + no_decay when the groups are given.
+    on_step(history, step, model, batch) runs after each step's update (probes, entropy logs); it may switch the
+    model to eval mode and must switch it back. The caller seeds the weights and the batches. The model comes back
+    in eval mode. FloatingPointError names the first step whose loss is NaN or inf."""
     device = get_device(cfg.device)
     with training_threads(cfg, device):
-        return _train(model, task, cfg, device)
+        return _fit(model, loss_fn, batches, cfg, device, on_step, decay_groups)
+
+
+def _fit(model, loss_fn, batches, cfg: TrainConfig, device: torch.device, on_step, decay_groups) -> History:
+    model.to(device).train()
+    if decay_groups is None:
+        decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]  # biases, norm gains
+        clipped = list(model.parameters())
+    else:
+        decay, no_decay = (list(g) for g in decay_groups)
+        clipped = decay + no_decay
+    opt, sched = make_optimizer(decay, no_decay, cfg)
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
+    hist = History()
+    unread_losses: list[torch.Tensor] = []  # this step's and earlier losses not yet read on the host, detached
+    step = -1
+    for step, batch in zip(tqdm(range(cfg.steps), disable=not cfg.progress, desc="training", leave=False), batches):
+        with autocast:
+            out = loss_fn(model, batch)
+        loss, acc = out if isinstance(out, tuple) else (out, None)
+        unread_losses.append(loss.detach())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        log = is_log_step(step, cfg)
+        if log:
+            # NaN/inf is checked here, for every step since the last log step, in one transfer; a non-finite step
+            # before it only costs the steps up to here (its numbers are lost either way)
+            losses = torch.stack(unread_losses).float().tolist()
+            raise_if_not_finite(losses, step - len(losses) + 1)
+            unread_losses.clear()
+            hist.step_loss += losses
+            for k, v in layer_grad_norms(model).items():
+                hist.grad_norm.setdefault(k, []).append(v)
+        if cfg.clip:
+            # the order matters to the last bit: the total norm sums the parameters' norms in this order
+            torch.nn.utils.clip_grad_norm_(clipped, cfg.clip)
+        opt.step()
+        sched.step()
+        if log:
+            hist.step.append(step)
+            hist.loss.append(losses[-1])
+            if acc is not None:
+                hist.accuracy.append(float(acc))
+        if on_step is not None:
+            on_step(hist, step, model, batch)
+    if step + 1 < cfg.steps:
+        raise ValueError(f"batches ran out after {step + 1} of TrainConfig.steps = {cfg.steps} steps")
+    model.eval()
+    return hist
 
 
 @contextlib.contextmanager
@@ -149,15 +278,24 @@ def training_threads(cfg: TrainConfig, device: torch.device):
 
 
 def make_optimizer(decay: list[torch.Tensor], no_decay: list[torch.Tensor], cfg: TrainConfig):
-    """AdamW with weight decay on `decay` only, and the linear warm-up -> (optimizer, scheduler)."""
+    """AdamW with weight decay on `decay` only, and the learning-rate schedule -> (optimizer, scheduler)."""
     # foreach: one call per step for all parameters. torch picks it by default only on CUDA; on the CPU the
     # per-tensor loop cost ~10% of a small model's training step here, for the same numbers.
-    kernel = {"fused": True} if cfg.fused_adamw else {"foreach": True}
+    kernel = {"foreach": {"foreach": True}, "fused": {"fused": True}, "default": {}}[cfg.kernel]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, **kernel)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / cfg.warmup) if cfg.warmup else 1.0)
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, eps=cfg.eps, **kernel)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, partial(lr_factor, cfg=cfg))
     return opt, sched
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """The learning rate at `step` as a share of cfg.lr: a linear warm-up over cfg.warmup steps, (step + 1) / warmup,
+    then 1 (decay "constant"), or a linear fall to 0 at cfg.steps (decay "linear", the shape of BERT's schedule)."""
+    if step < cfg.warmup:
+        return min(1.0, (step + 1) / cfg.warmup)
+    if cfg.decay == "constant":
+        return 1.0
+    return max(0.0, (cfg.steps - step) / max(1, cfg.steps - cfg.warmup))
 
 
 def is_log_step(step: int, cfg: TrainConfig) -> bool:
@@ -171,61 +309,6 @@ def raise_if_not_finite(losses: list[float], first_step: int, member: str = "") 
         if not math.isfinite(value):
             raise FloatingPointError(f"loss became {value} at step {first_step + i}{member}: lower TrainConfig.lr "
                                      "or check the model variant")
-
-
-def _train(model: MiniBert, task, cfg: TrainConfig, device: torch.device) -> History:
-    model.to(device).train()
-    torch.manual_seed(cfg.seed)  # dropout masks
-    data_gen = torch.Generator().manual_seed(cfg.seed)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # biases and norm gains: no weight decay
-    opt, sched = make_optimizer(decay, no_decay, cfg)
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
-    # A MiniBert's inputs are checked here, on the host where the task made them, and its forward then skips the
-    # checks: they read tensor values (.min(), .any()), a host-device sync per step on a GPU. Other models
-    # (notebook 13's RecurrentLM) run their own forward.
-    checked_here = isinstance(model, MiniBert)
-    hist = History()
-    unread_losses: list[torch.Tensor] = []  # this step's and earlier losses not yet read on the host, detached
-    for step in tqdm(range(cfg.steps), disable=not cfg.progress, desc="training", leave=False):
-        batch = task.batch(cfg.batch_size, data_gen)
-        with autocast:
-            if checked_here:
-                token_type_ids, keep = model.check_inputs(batch.input_ids, batch.token_type_ids, batch.attention_mask)
-                batch = batch.to(device)
-                hidden = model.forward_unchecked(batch.input_ids, token_type_ids.to(device),
-                                                 None if keep is None else keep.to(device)).last_hidden_state
-                loss, acc = head_loss_and_accuracy(model, hidden, batch)
-            else:
-                batch = batch.to(device)
-                loss, acc = loss_and_accuracy(model, batch)
-        unread_losses.append(loss.detach())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        log = is_log_step(step, cfg)
-        if log:
-            # NaN/inf is checked here, for every step since the last log step, in one transfer; a non-finite step
-            # before it only costs the steps up to here (its numbers are lost either way)
-            losses = torch.stack(unread_losses).tolist()
-            raise_if_not_finite(losses, step - len(losses) + 1)
-            unread_losses.clear()
-            for k, v in layer_grad_norms(model).items():
-                hist.grad_norm.setdefault(k, []).append(v)
-        if cfg.clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
-        sched.step()
-        if log:
-            hist.step.append(step)
-            hist.loss.append(losses[-1])
-            hist.accuracy.append(float(acc))
-        if cfg.entropy_every and (step % cfg.entropy_every == 0 or step == cfg.steps - 1):
-            model.eval()
-            hist.entropy_step.append(step)
-            hist.attn_entropy.append(attention_entropy(model, batch))
-            model.train()
-    model.eval()
-    return hist
 
 
 @torch.no_grad()

@@ -245,6 +245,7 @@ def _train_stacked(members: list[MiniBert], seeds: list[int], task, cfg: TrainCo
             for i, (hist, accuracy) in enumerate(zip(histories, accuracies.tolist())):
                 hist.step.append(step)
                 hist.loss.append(window[i][-1])
+                hist.step_loss += window[i]
                 hist.accuracy.append(accuracy)
                 for k, v in grad_norms.items():
                     hist.grad_norm.setdefault(k, []).append(v[i])

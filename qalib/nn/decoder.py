@@ -8,6 +8,7 @@ decoder adds is here:
     CrossAttention        SelfAttention's fused [W_q | W_k | W_v]: W_q on the decoder stream, W_k and W_v on the
                           encoder output (as torch.nn.MultiheadAttention splits it)
     DecoderLayer          masked self-attention -> (cross-attention) -> FFN, each sublayer post- or pre-norm
+                          (model.residual, the encoder layer's wiring)
 
     model = DecoderLM(DecoderConfig())                       # GPT-2's layout
     out = model(ids, use_cache=True, return_internals=True)
@@ -37,7 +38,7 @@ from torch import nn
 
 from qalib.nn.config import DecoderConfig
 from qalib.nn.kv_cache import KVCache, LayerKV
-from qalib.nn.model import EncoderLayer, FeedForward, SelfAttention, check_ids, init_weights
+from qalib.nn.model import EncoderLayer, FeedForward, SelfAttention, check_ids, init_weights, residual
 from qalib.nn.norms import make_norm
 from qalib.nn.positions import make_position
 
@@ -96,19 +97,20 @@ class CrossAttention(SelfAttention):
     def memory_kv(self, memory: torch.Tensor) -> LayerKV:
         """(B, S, d) encoder output -> LayerKV (B, H_kv, S, dh): computed once per source, then cached."""
         d = self.cfg.d_model
+        # rows [d:] of qkv are w_k then w_v, adjacent: one matmul projects the memory to both
         kv = F.linear(memory, self.qkv.weight[d:], self.qkv.bias[d:])  # (B, S, 2 H_kv dh): [k | v]
         k, v = (self.split_heads(part) for part in kv.split(self.widths[1:], dim=-1))
         return LayerKV(k, v)
 
     def forward(self, x, memory_kv: LayerKV, internals=None, name="layer0.cross"):
-        d = self.cfg.d_model
-        q = self.split_heads(F.linear(x, self.qkv.weight[:d], self.qkv.bias[:d]))  # (B, H, T, dh)
+        q = self.split_heads(F.linear(x, self.w_q, self.b_q))  # (B, T, d) -> (B, H, T, dh)
         return self.attend(q, memory_kv.k, memory_kv.v, None, None, internals, name)
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, then (encoder-decoder only) cross-attention, then the FFN (Vaswani sec. 3.1).
-    Post-norm: x = norm(x + sublayer(x)); pre-norm (GPT-2): x = x + sublayer(norm(x)), as EncoderLayer."""
+    """Masked self-attention, then (encoder-decoder only) cross-attention, then the FFN (Vaswani sec. 3.1), each wired
+    by qalib.nn.model.residual as in EncoderLayer: post-norm x = norm(x + sublayer(x)); pre-norm (GPT-2)
+    x = x + sublayer(norm(x))."""
 
     def __init__(self, cfg: DecoderConfig, cross: bool) -> None:
         super().__init__()
@@ -122,28 +124,24 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = norm()
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def _before(self, x, norm, internals, name):
-        """A sublayer's input: normalised in pre-norm."""
-        return norm(x, None, internals, name) if self.cfg.norm_placement == "pre" else x
-
-    def _after(self, x, h, norm, internals, name):
-        """The residual sum of x and a sublayer's output h: normalised in post-norm."""
-        x = x + self.dropout(h) if self.cfg.residual else self.dropout(h)
-        return norm(x, None, internals, name) if self.cfg.norm_placement == "post" else x
-
     def forward(self, x, past=None, memory_kv=None, internals=None, name="layer0"):
         """x (B, T, d); past: this layer's cached LayerKV or None; memory_kv: the cross-attention's keys and values
         of the encoder output. -> (x (B, T, d), this layer's LayerKV of every position)."""
-        tag = f"{name}.attention_norm"
-        h, present = self.attention(self._before(x, self.attention_norm, internals, tag), past, internals, name)
-        x = self._after(x, h, self.attention_norm, internals, tag)
+        # keep=None: a decoder's sequences are unpadded
+        sublayer = partial(residual, dropout=self.dropout, placement=self.cfg.norm_placement,
+                           add_input=self.cfg.residual, internals=internals)
+        present: LayerKV | None = None
+
+        def self_attention(h: torch.Tensor) -> torch.Tensor:
+            nonlocal present  # the attention's second output, this layer's next cache entry, which residual drops
+            out, present = self.attention(h, past, internals, name)
+            return out
+
+        x = sublayer(x, self_attention, self.attention_norm, name=f"{name}.attention_norm")
         if self.cross_attention is not None:
-            tag = f"{name}.cross_attention_norm"
-            h = self.cross_attention(self._before(x, self.cross_attention_norm, internals, tag), memory_kv, internals,
-                                     f"{name}.cross")
-            x = self._after(x, h, self.cross_attention_norm, internals, tag)
-        tag = f"{name}.ffn_norm"
-        x = self._after(x, self.ffn(self._before(x, self.ffn_norm, internals, tag)), self.ffn_norm, internals, tag)
+            x = sublayer(x, lambda h: self.cross_attention(h, memory_kv, internals, f"{name}.cross"),
+                         self.cross_attention_norm, name=f"{name}.cross_attention_norm")
+        x = sublayer(x, self.ffn, self.ffn_norm, name=f"{name}.ffn_norm")
         if internals is not None:
             internals[f"{name}.hidden"] = x
         return x, present
@@ -229,13 +227,6 @@ class DecoderLM(_LanguageModel):
         hidden, new_cache = self.decoder(x, cache, None, internals)
         return self._output(hidden, new_cache, use_cache, internals, last_only)
 
-    def forward_unchecked(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """forward's logits (B, T, vocab) for whole sequences (no cache, no internals), without the argument check:
-        check_ids reads the ids' values on the host, which torch.func.vmap cannot trace (qalib.lab.stacked trains
-        many decoders as one computation through this)."""
-        hidden, _ = self.decoder(self.embeddings(input_ids))  # (B, T, d)
-        return self.logits(hidden)
-
 
 class EncoderDecoder(_LanguageModel):
     """Vaswani et al. 2017 (Fig. 1): an encoder (EncoderLayer, unmasked) over the source, and decoder layers with
@@ -272,12 +263,6 @@ class EncoderDecoder(_LanguageModel):
         """Teacher forcing: (B, S) source, (B, T) target -> logits (B, T, vocab); position i predicts target i + 1."""
         internals = {} if return_internals else None
         return self._decode(target_ids, self.encode(source_ids, internals), None, False, internals, False)
-
-    def forward_unchecked(self, source_ids: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
-        """forward's logits (B, T, vocab) without the argument checks (they read the ids' values on the host, which
-        torch.func.vmap cannot trace: qalib.lab.stacked trains many models as one computation through this)."""
-        hidden, _ = self.decoder(self.embeddings(target_ids), None, self._encode(source_ids))  # (B, T, d)
-        return self.logits(hidden)
 
     def _decode(self, target_ids, memory, cache, use_cache, internals, last_only) -> DecoderOutput:
         check_ids("target_ids", target_ids, self.cfg.vocab_size)

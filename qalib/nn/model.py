@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -24,12 +25,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from qalib.nn.attention import attention
-from qalib.nn.config import MiniBertConfig
+from qalib.nn.config import MiniBertConfig, NormPlacement
 from qalib.nn.norms import make_norm
 from qalib.nn.positions import ABSOLUTE_POSITIONS, RELATIVE_POSITIONS, make_position
 from qalib.nn.validate import int_in
 
-__all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAttention", "FeedForward", "EncoderLayer"]
+__all__ = ["MiniBertConfig", "MiniBert", "MiniBertOutput", "Embeddings", "SelfAttention", "FeedForward", "EncoderLayer",
+           "residual"]
 
 
 @dataclass
@@ -65,7 +67,7 @@ class Embeddings(nn.Module):
             return torch.zeros(t, self.cfg.d_model, device=device)
         return self.position_embeddings.table(t, device)
 
-    def forward(self, input_ids, token_type_ids, keep, cache=None):
+    def forward(self, input_ids, token_type_ids, keep, internals=None):
         t = input_ids.shape[1]
         word = self.word_embeddings(input_ids) * self.word_scale  # (B, T, d)
         segment = self.token_type_embeddings(token_type_ids)       # (B, T, d)
@@ -74,10 +76,10 @@ class Embeddings(nn.Module):
             summed = word + segment + position
         else:
             summed = self.combine(torch.cat([word, segment, position], dim=-1))  # (B, T, 3d) -> (B, T, d)
-        out = self.dropout(self.norm(summed, keep, cache, "embeddings.norm"))
-        if cache is not None:
-            cache.update({"embeddings.word": word, "embeddings.segment": segment, "embeddings.position": position,
-                          "embeddings.sum": summed, "embeddings.out": out})
+        out = self.dropout(self.norm(summed, keep, internals, "embeddings.norm"))
+        if internals is not None:
+            internals.update({"embeddings.word": word, "embeddings.segment": segment, "embeddings.position": position,
+                              "embeddings.sum": summed, "embeddings.out": out})
         return out
 
 
@@ -86,6 +88,8 @@ class SelfAttention(nn.Module):
 
     With n_kv_heads < n_heads (MQA, GQA) k and v have n_kv_heads heads, each serving n_heads / n_kv_heads query
     heads. The steps are methods the decoder's attentions reuse (qalib/nn/decoder.py): project -> (positions) -> attend.
+    The blocks of the fused projection are w_q, w_k, w_v and b_q, b_k, b_v: views of qkv.weight and qkv.bias, so
+    reading W_q needs no slicing by hand (split_qkv does the same for a gradient).
     """
 
     def __init__(self, cfg: MiniBertConfig) -> None:
@@ -100,6 +104,53 @@ class SelfAttention(nn.Module):
         # a relative scheme, one per layer: (q, k, scale) -> (q, k, bias); absolute ones live in Embeddings
         self.position = make_position(cfg) if cfg.pos in RELATIVE_POSITIONS else None
 
+    # -- the fused projection's blocks, as views ------------------------------------------------------------------
+    def split_qkv(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Any tensor laid out like qkv.weight (rows, d) or qkv.bias (rows,), e.g. qkv.weight.grad -> its row blocks
+        (q, k, v), views of t: q (d, ...), k and v (H_kv * dh, ...). With qk="shared" the rows are [q | v] and k is q
+        (W_k = W_q), as project() returns them."""
+        if t.dim() == 0 or t.shape[0] != sum(self.widths):
+            raise ValueError(f"split_qkv needs a tensor shaped like qkv.weight or qkv.bias: dim 0 of size "
+                             f"{sum(self.widths)} (the rows {self.widths}), got {tuple(t.shape)}")
+        # split along dim 0: views (narrow), so they share t's storage and a gradient through them reaches t
+        parts = t.split(self.widths, dim=0)
+        if self.n_proj == 2:
+            q, v = parts
+            return q, q, v
+        q, k, v = parts
+        return q, k, v
+
+    @property
+    def w_q(self) -> torch.Tensor:
+        """(d, d): W_q, rows [0, d) of qkv.weight; q = x @ w_q.T + b_q."""
+        return self.split_qkv(self.qkv.weight)[0]
+
+    @property
+    def w_k(self) -> torch.Tensor:
+        """(H_kv * dh, d): W_k, the rows after W_q; with qk="shared", W_q itself."""
+        return self.split_qkv(self.qkv.weight)[1]
+
+    @property
+    def w_v(self) -> torch.Tensor:
+        """(H_kv * dh, d): W_v, the last rows of qkv.weight."""
+        return self.split_qkv(self.qkv.weight)[2]
+
+    @property
+    def b_q(self) -> torch.Tensor | None:
+        """(d,): the query bias, or None when qkv has no bias."""
+        return None if self.qkv.bias is None else self.split_qkv(self.qkv.bias)[0]
+
+    @property
+    def b_k(self) -> torch.Tensor | None:
+        """(H_kv * dh,): the key bias (b_q with qk="shared"), or None when qkv has no bias."""
+        return None if self.qkv.bias is None else self.split_qkv(self.qkv.bias)[1]
+
+    @property
+    def b_v(self) -> torch.Tensor | None:
+        """(H_kv * dh,): the value bias, or None when qkv has no bias."""
+        return None if self.qkv.bias is None else self.split_qkv(self.qkv.bias)[2]
+
+    # -- the forward pass's steps --------------------------------------------------------------------------------
     def split_heads(self, y: torch.Tensor) -> torch.Tensor:
         """(B, T, n * d_head) -> (B, n, T, d_head), a view."""
         b, t, _ = y.shape
@@ -115,7 +166,7 @@ class SelfAttention(nn.Module):
         q, k, v = parts
         return q, k, v
 
-    def forward(self, x, keep, cache=None, name="attention"):
+    def forward(self, x, keep, internals=None, name="attention"):
         cfg = self.cfg
         t = x.shape[1]
         q, k, v = self.project(x)
@@ -123,7 +174,7 @@ class SelfAttention(nn.Module):
         if self.position is not None:
             q, k, bias = self.position(q, k, cfg.scale)
         mask = self._mask(keep, t, t, x.device)  # (B, 1, T, T) bool, True = may attend; None = everything
-        return self.attend(q, k, v, mask, bias, cache, name)
+        return self.attend(q, k, v, mask, bias, internals, name)
 
     def attend(self, q, k, v, mask, bias=None, internals=None, name="attention"):
         """q (B, H, T_q, dh); k, v (B, H_kv, T_k, dh); mask (B, 1, T_q, T_k) bool or None -> (B, T_q, d).
@@ -195,9 +246,28 @@ class FeedForward(nn.Module):
         return self.output(self.activation(self.intermediate(x)))
 
 
+def residual(x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], norm: nn.Module, *,
+             dropout: nn.Module, placement: NormPlacement, add_input: bool = True, keep: torch.Tensor | None = None,
+             internals: dict[str, torch.Tensor] | None = None, name: str = "") -> torch.Tensor:
+    """One sublayer f (attention, cross-attention or FFN) with its dropout, residual connection and norm: the wiring
+    of every sublayer of EncoderLayer and of DecoderLayer (qalib/nn/decoder.py). x (B, T, d) -> (B, T, d).
+
+        placement="post" (BERT, Vaswani et al. 2017):  norm(x + dropout(f(x)))
+        placement="pre"  (GPT-2, Xiong et al. 2020):   x + dropout(f(norm(x)))
+
+    add_input=False is the no-residual ablation (MiniBertConfig.residual): dropout(f(.)) without the `x +`.
+    The norm reads keep ((B, T) bool, True at real tokens; a padding-aware norm leaves pads out) and records its
+    statistics in internals under `name`."""
+    if placement == "pre":
+        h = dropout(sublayer(norm(x, keep, internals, name)))
+        return x + h if add_input else h
+    h = dropout(sublayer(x))
+    return norm(x + h if add_input else h, keep, internals, name)
+
+
 class EncoderLayer(nn.Module):
-    """Post-norm (BERT, original Transformer): x = norm(x + sublayer(x)).
-    Pre-norm (Xiong et al. 2020): x = x + sublayer(norm(x))."""
+    """Self-attention, then the FFN, each wired by `residual`: post-norm (BERT, original Transformer)
+    x = norm(x + sublayer(x)), or pre-norm (Xiong et al. 2020) x = x + sublayer(norm(x))."""
 
     def __init__(self, cfg: MiniBertConfig) -> None:
         super().__init__()
@@ -208,18 +278,14 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, keep, cache=None, name="layer0"):
-        a_norm = lambda h: self.attention_norm(h, keep, cache, f"{name}.attention_norm")  # noqa: E731
-        f_norm = lambda h: self.ffn_norm(h, keep, cache, f"{name}.ffn_norm")  # noqa: E731
-        add = (lambda x, h: x + h) if self.cfg.residual else (lambda x, h: h)  # noqa: E731  (no-residual ablation)
-        if self.cfg.norm_placement == "post":
-            x = a_norm(add(x, self.dropout(self.attention(x, keep, cache, name))))
-            x = f_norm(add(x, self.dropout(self.ffn(x))))
-        else:
-            x = add(x, self.dropout(self.attention(a_norm(x), keep, cache, name)))
-            x = add(x, self.dropout(self.ffn(f_norm(x))))
-        if cache is not None:
-            cache[f"{name}.hidden"] = x
+    def forward(self, x, keep, internals=None, name="layer0"):
+        sublayer = partial(residual, dropout=self.dropout, placement=self.cfg.norm_placement,
+                           add_input=self.cfg.residual, keep=keep, internals=internals)
+        x = sublayer(x, lambda h: self.attention(h, keep, internals, name), self.attention_norm,
+                     name=f"{name}.attention_norm")
+        x = sublayer(x, self.ffn, self.ffn_norm, name=f"{name}.ffn_norm")
+        if internals is not None:
+            internals[f"{name}.hidden"] = x
         return x
 
 
@@ -294,14 +360,14 @@ class MiniBert(nn.Module):
         layers to run (None: all). The checks read tensor values on the host (.min(), .any()): a host-device sync
         on a GPU, and what torch.func.vmap cannot trace (qalib.lab.train_batched runs this under vmap)."""
         n_run = self.cfg.n_layers if n_run is None else n_run
-        cache: dict[str, torch.Tensor] | None = {} if return_internals else None
-        x = self.embeddings(input_ids, token_type_ids, keep, cache)
+        internals: dict[str, torch.Tensor] | None = {} if return_internals else None
+        x = self.embeddings(input_ids, token_type_ids, keep, internals)
         hidden = [x]
         for i, layer in enumerate(self.layers[:n_run]):
-            x = layer(x, keep, cache, f"layer{i}")
+            x = layer(x, keep, internals, f"layer{i}")
             hidden.append(x)
-        x = self.final_norm(x, keep, cache, "final_norm")
-        return MiniBertOutput(x, cache if cache is not None else {}, tuple(hidden) if output_hidden_states else ())
+        x = self.final_norm(x, keep, internals, "final_norm")
+        return MiniBertOutput(x, internals if internals is not None else {}, tuple(hidden) if output_hidden_states else ())
 
     def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, T, vocab): the decoder shares its weights with the word embeddings."""

@@ -1,6 +1,6 @@
-"""Normalisation layers with one interface: norm(x, keep=None, cache=None, name="") -> x.
+"""Normalisation layers with one interface: norm(x, keep=None, internals=None, name="") -> x.
 
-x: (B, T, d). keep: (B, T) bool, True at real tokens (False at padding). If `cache` is a dict, the
+x: (B, T, d). keep: (B, T) bool, True at real tokens (False at padding). If `internals` is a dict, the
 layer writes its statistics into it under `name` (the quantities notebook 06 plots).
 
     layer        Ba et al. 2016: statistics over the d features of each token (eq. 3, biased variance)
@@ -23,10 +23,10 @@ NORMS = get_args(Norm)
 
 
 class LayerNorm(nn.LayerNorm):
-    def forward(self, x, keep=None, cache=None, name=""):
-        if cache is not None:
+    def forward(self, x, keep=None, internals=None, name=""):
+        if internals is not None:
             var, mean = torch.var_mean(x.detach(), dim=-1, unbiased=False)
-            cache[f"{name}.mean"], cache[f"{name}.std"] = mean, var.sqrt()  # (B, T) each: one per token
+            internals[f"{name}.mean"], internals[f"{name}.std"] = mean, var.sqrt()  # (B, T) each: one per token
         return super().forward(x)
 
 
@@ -36,10 +36,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d))
 
-    def forward(self, x, keep=None, cache=None, name=""):
+    def forward(self, x, keep=None, internals=None, name=""):
         rms = x.pow(2).mean(dim=-1, keepdim=True).add(self.eps).sqrt()  # (B, T, 1)
-        if cache is not None:
-            cache[f"{name}.rms"] = rms.detach().squeeze(-1)
+        if internals is not None:
+            internals[f"{name}.rms"] = rms.detach().squeeze(-1)
         return x / rms * self.weight
 
 
@@ -61,7 +61,7 @@ class TokenBatchNorm(nn.Module):
         self.register_buffer("running_mean", torch.zeros(d))
         self.register_buffer("running_var", torch.ones(d))
 
-    def forward(self, x, keep=None, cache=None, name=""):
+    def forward(self, x, keep=None, internals=None, name=""):
         if self.training:
             tokens = x.reshape(-1, x.shape[-1])  # (B*T, d)
             if self.masked and keep is not None:
@@ -78,13 +78,14 @@ class TokenBatchNorm(nn.Module):
                 self.running_var.lerp_(var.detach() * n / (n - 1), self.momentum)
         else:
             mean, var = self.running_mean, self.running_var
-        if cache is not None:
-            cache[f"{name}.mean"], cache[f"{name}.std"] = mean.detach(), var.detach().sqrt()  # (d,) each: one per feature
+        if internals is not None:
+            # (d,) each: one per feature
+            internals[f"{name}.mean"], internals[f"{name}.std"] = mean.detach(), var.detach().sqrt()
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 
 class Identity(nn.Module):
-    def forward(self, x, keep=None, cache=None, name=""):
+    def forward(self, x, keep=None, internals=None, name=""):
         return x
 
 

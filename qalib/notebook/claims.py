@@ -10,9 +10,14 @@
 A claim about one checkpoint's own numbers takes holds_for="all-MiniLM-L6-v2": on that model it is an ordinary
 check; when $QALIB_MODEL loads another one it prints "⊘ skipped: ..." instead (neither evidence nor failure).
 
-A measurement may say how far it is from failing: check(..., margin=acc.min() - 0.95), positive when it holds, in
-the measurement's own units. Nothing is printed for it; the robustness sweep (`python -m qalib.tools.robustness`)
-reads it from the log below and reports the worst margin over seed sets and CPU kernels.
+A measurement says how far it is from failing, its margin: positive when it holds, in the measurement's own units.
+A threshold comparison gives both the verdict and the margin, so that the threshold is written once:
+    check("every seed at 0.95 or above", at_least(acc.min(), 0.95), acc)     margin: acc.min() - 0.95
+    above(x, t): x > t    at_least(x, t): x >= t    below(x, t): x < t    at_most(x, t): x <= t    between(x, lo, hi)
+An array or tensor holds when every element does (its margin is the worst element's), and `a & b` holds when both
+do (the smaller margin). A condition that is no such comparison stays a bool, and may give check(..., margin=...).
+Nothing is printed for the margin; the robustness sweep (`python -m qalib.tools.robustness`) reads it from the log
+below and reports the worst margin over seed sets and CPU kernels.
 
 Two environment variables, both unset by default (and then nothing here behaves differently):
     QALIB_CLAIMS_LOG=<path.jsonl>   every check and identity appends one JSON line (claim, kind, holds, measured,
@@ -26,10 +31,12 @@ executed notebook, and only they, count its measurements. notebooks/REVIEWING.md
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,16 +93,143 @@ def format_value(value: object) -> str:
     return str(value)
 
 
-def check(claim: str, holds: bool, measured: object = None, *, holds_for: str | None = None,
+@dataclass(frozen=True)
+class Condition:
+    """A threshold comparison worked out once: whether it holds, and its margin (how far the value is from failing,
+    in the value's own units, >= 0 when it holds; None where it is undefined, as for a NaN). Made by above,
+    at_least, below, at_most and between; `a & b` holds when both do, with the smaller margin. It is no bool
+    (`a and b` would drop a's verdict): check takes it in place of one."""
+    holds: bool
+    margin: float | None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.holds, bool):
+            raise TypeError(f"Condition.holds must be a bool, got {type(self.holds).__name__}")
+        if self.margin is not None and not isinstance(self.margin, float):
+            raise TypeError(f"Condition.margin must be a float or None, got {type(self.margin).__name__}")
+
+    def __and__(self, other: Condition) -> Condition:
+        if not isinstance(other, Condition):
+            raise TypeError(_NOT_A_CONDITION.format(type(other).__name__))
+        margin = None if self.margin is None or other.margin is None else min(self.margin, other.margin)
+        return Condition(self.holds and other.holds, margin)
+
+    def __rand__(self, other: object) -> Condition:
+        raise TypeError(_NOT_A_CONDITION.format(type(other).__name__))
+
+    def __bool__(self) -> bool:
+        raise TypeError("a Condition is not a bool: combine two with & (not `and`), and pass it to check as it is")
+
+
+_NOT_A_CONDITION = "& combines two Conditions (above, at_least, below, at_most, between), got {}; a bool has no margin"
+
+
+def above(value, threshold) -> Condition:
+    """value > threshold, for every element of an array or tensor; margin: the smallest value - threshold."""
+    return _compare("above", value, threshold, operator.gt, operator.sub)
+
+
+def at_least(value, threshold) -> Condition:
+    """value >= threshold, for every element; margin: the smallest value - threshold (0 at equality, which holds)."""
+    return _compare("at_least", value, threshold, operator.ge, operator.sub)
+
+
+def below(value, threshold) -> Condition:
+    """value < threshold, for every element of an array or tensor; margin: the smallest threshold - value."""
+    return _compare("below", value, threshold, operator.lt, _distance_below)
+
+
+def at_most(value, threshold) -> Condition:
+    """value <= threshold, for every element; margin: the smallest threshold - value (0 at equality, which holds)."""
+    return _compare("at_most", value, threshold, operator.le, _distance_below)
+
+
+def between(value, low, high) -> Condition:
+    """low < value < high, for every element; margin: the smaller of the distances to the two bounds."""
+    low, high = _operand("between", "low", low), _operand("between", "high", high)
+    with np.errstate(invalid="ignore"):  # a NaN bound is no error here: nothing lies between it, so the claim fails
+        inverted = bool(np.any(_as_numpy(low) >= _as_numpy(high)))
+    if inverted:
+        raise ValueError(f"between: low must be below high, got low={format_value(low)}, high={format_value(high)}")
+    return (_compare("between", value, low, operator.gt, operator.sub)
+            & _compare("between", value, high, operator.lt, _distance_below))
+
+
+def _distance_below(value, threshold):
+    return threshold - value
+
+
+def _compare(name: str, value, threshold, holds: Callable, distance: Callable) -> Condition:
+    """The comparison and the distance, element-wise in the value's own type (a float32 tensor compares and subtracts
+    in float32, as `acc > 0.95` and `acc - 0.95` do), reduced to all() and the smallest distance. A NaN compares
+    False, so it never holds, and its distance is NaN, so its margin is None."""
+    value = _operand(name, "value", value)
+    threshold = _operand(name, "threshold", threshold)
+    if isinstance(value, torch.Tensor) and isinstance(threshold, np.ndarray):
+        threshold = torch.as_tensor(threshold, device=value.device)
+    elif isinstance(threshold, torch.Tensor) and isinstance(value, np.ndarray):
+        threshold = threshold.detach().cpu().numpy()
+    try:
+        with np.errstate(invalid="ignore"):
+            ok, gap = holds(value, threshold), distance(value, threshold)
+    except (ValueError, RuntimeError) as err:  # shapes that do not broadcast (numpy: ValueError, torch: RuntimeError)
+        raise ValueError(f"{name}: value shape {tuple(np.shape(value))} and threshold shape "
+                         f"{tuple(np.shape(threshold))} do not match") from err
+    if isinstance(ok, torch.Tensor):
+        return Condition(bool(ok.all()), _margin(gap.min()))
+    return Condition(bool(np.all(ok)), _margin(np.min(gap)))
+
+
+def _operand(name: str, what: str, x):
+    """A real number, a numpy array of them (a list or tuple becomes one) or a tensor; never a bool, never empty."""
+    if isinstance(x, (list, tuple)):
+        try:
+            x = np.asarray(x)
+        except ValueError as err:
+            raise TypeError(f"{name}: {what} must be a number, a numpy array or a tensor; this list is ragged") from err
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating, np.ndarray,
+                                                            torch.Tensor)):
+        hint = " (a comparison already made? pass the number it compares)" if isinstance(x, (bool, np.bool_)) else ""
+        raise TypeError(f"{name}: {what} must be a number, a numpy array or a tensor, got {type(x).__name__}{hint}")
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        if x.dtype == torch.bool or x.is_complex():
+            raise TypeError(f"{name}: {what} must hold real numbers, got a {x.dtype} tensor")
+        if x.numel() == 0:
+            raise ValueError(f"{name}: {what} is empty; a comparison needs at least one number")
+    elif isinstance(x, np.ndarray):
+        if x.dtype.kind not in "iuf":
+            raise TypeError(f"{name}: {what} must hold real numbers, got an array of dtype {x.dtype}")
+        if x.size == 0:
+            raise ValueError(f"{name}: {what} is empty; a comparison needs at least one number")
+    return x
+
+
+def _as_numpy(x) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def check(claim: str, holds: bool | Condition, measured: object = None, *, holds_for: str | None = None,
           margin: float | None = None) -> CheckedClaim | None:
     """A measurement: print a tick line if `holds`, otherwise raise ClaimFailed naming the claim and the value.
     Use it only where `holds` could come out False if the claim about the world (BERT, training, the paper) were
     false; an identity or arithmetic goes through `identity`. holds_for: see `skipped`.
-    margin: how far the measured statistic is from failing, > 0 when it holds, in its own units (e.g.
-    `acc.min() - 0.95`); only logged (QALIB_CLAIMS_LOG), never printed."""
+    holds: a bool, or a Condition (`at_least(acc.min(), 0.95)`), which gives the margin too.
+    margin: with a bool only, how far the measured statistic is from failing, > 0 when it holds, in its own units
+    (e.g. `acc.min() - 0.95`); only logged (QALIB_CLAIMS_LOG), never printed."""
+    holds, margin = _verdict(holds, margin)
     if skipped(claim, holds_for):
         return None
     return _verify(claim, holds, measured, "measurement", _margin(margin))
+
+
+def _verdict(holds, margin) -> tuple[object, object]:
+    """(holds, margin) from a Condition; a bool and its margin as they are."""
+    if not isinstance(holds, Condition):
+        return holds, margin
+    if margin is not None:
+        raise TypeError("margin= given with a Condition: the condition already gives the margin")
+    return holds.holds, holds.margin
 
 
 def identity(claim: str, holds: bool, checked: object = None, *, holds_for: str | None = None) -> CheckedClaim | None:
@@ -241,14 +375,24 @@ def _close(claim, measured, expected, rtol, atol, report) -> CheckedClaim:
     return report(f"{claim} (expected {format_value(expected)}, {tol})", ok, shown)
 
 
-def check_all(claim: str, conditions: Iterable[bool], measured: object = None, *,
+def check_all(claim: str, conditions: Iterable[bool | Condition], measured: object = None, *,
               holds_for: str | None = None, margin: float | None = None) -> CheckedClaim | None:
-    """Claim that every one of several conditions holds (e.g. one per d_k or per seed). margin: as in `check`, for
-    the worst condition (e.g. `min(accs) - 0.9`)."""
-    conditions = [bool(c) for c in conditions]
+    """Claim that every one of several conditions holds (e.g. one per d_k or per seed): all bools, or all
+    Conditions, whose margin is the worst one's. margin: with bools only, as in `check`, for the worst condition
+    (e.g. `min(accs) - 0.9`)."""
+    if isinstance(conditions, Condition):
+        raise TypeError("check_all takes a list of conditions; one Condition (over every element of an array too) "
+                        "goes to check")
+    conditions = list(conditions)
     if not conditions:
         raise ValueError("check_all needs at least one condition")
-    return check(claim, all(conditions), measured, holds_for=holds_for, margin=margin)
+    given = [isinstance(c, Condition) for c in conditions]
+    if any(given):
+        if not all(given):
+            raise TypeError("check_all: give every condition as a Condition (above, below, ...) or none of them; "
+                            "a bool has no margin")
+        return check(claim, functools.reduce(operator.and_, conditions), measured, holds_for=holds_for, margin=margin)
+    return check(claim, all([bool(c) for c in conditions]), measured, holds_for=holds_for, margin=margin)
 
 
 def skipped(claim: str, holds_for: str | None) -> bool:

@@ -8,7 +8,7 @@ of 32 x 20 tokens: the notebooks' experiments' size), in one run on this machine
     2. one model: qalib.lab.train.train against a bare loop (task.batch, forward, loss, backward, clip_grad_norm_,
        AdamW foreach, the warm-up schedule: the same numbers, nothing else). Goal: <= 1.2x.
 
-    3. the decoder experiments (qalib.lab.stacked.train_stacked): notebook 12's decoder LM (d 32, batch 32 x 23) and
+    3. the decoder experiments (qalib.tools.stacked_decoders.train_stacked): notebook 12's decoder LM (d 32, batch 32 x 23) and
        notebook 14's encoder-decoder (d 32, post-norm, batch 64 x 8 -> 8), 3 and 8 seeds stacked against the same
        models trained one after another by a plain loop (same loss function, AdamW, clipping).
 
@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from qalib.lab.data import IGNORE, ProbeTask
 from qalib.lab.train import TrainConfig, train
+from qalib.tools.stacked_decoders import lm_logits_unchecked, seq2seq_logits_unchecked, train_stacked
 from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
@@ -133,12 +134,12 @@ def bench_train(steps: int = 20, repeats: int = 3) -> dict[str, float]:
 
 
 def _lm_loss(model, ids):
-    logits = model.forward_unchecked(ids[:, :-1])  # (B, T-1, V)
+    logits = lm_logits_unchecked(model, ids[:, :-1])  # (B, T-1, V)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
 def _seq2seq_loss(model, source, decoder_in, labels):
-    logits = model.forward_unchecked(source, decoder_in)  # (B, T, V)
+    logits = seq2seq_logits_unchecked(model, source, decoder_in)  # (B, T, V)
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
 
 
@@ -157,7 +158,6 @@ def _decoder_cases():
 
 
 def _stacked_run(factory, loss, batch, n: int, steps: int) -> None:
-    from qalib.lab.stacked import train_stacked
 
     models = [factory() for _ in range(n)]
     stacked_batch = tuple(x.expand(n, *x.shape) for x in batch)  # (S, ...): the same batch for every member
@@ -179,7 +179,7 @@ def _one_after_another(factory, loss, batch, n: int, steps: int) -> None:
 
 def bench_decoders(steps: int = 20, repeats: int = 3) -> dict[str, float]:
     """Section 3 of the module doc: ms per model-step, stacked and one after another, and their ratio."""
-    print(f"\n== train: notebooks 12 and 14's models, seeds stacked (qalib.lab.stacked) vs one after another, {steps} "
+    print(f"\n== train: notebooks 12 and 14's models, seeds stacked (qalib.tools.stacked_decoders) vs one after another, {steps} "
           f"steps, 1 thread, median of {repeats} in turns")
     results: dict[str, float] = {}
     previous = torch.get_num_threads()

@@ -4,6 +4,7 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
+from qalib.lab.train import TrainConfig, lr_factor  # noqa: E402
 
 from qalib.nn.pretrained import minilm
 from qalib.topics.nb17_fine_tuning import compute as F
@@ -94,10 +95,14 @@ def test_best_span_maximises_start_plus_end_with_end_not_before_start_inside_the
 
 
 def test_the_schedule_warms_up_then_decays_to_zero():
-    lrs = [F._schedule(s, 20, 0.1) for s in range(20)]
+    def schedule(steps, warmup):
+        cfg = TrainConfig(steps=steps, warmup=F.warmup_steps(warmup, steps), decay="linear")
+        return [lr_factor(s, cfg) for s in range(steps)]
+    lrs = schedule(20, 0.1)
+    assert F.warmup_steps(0.1, 20) == 2 and F.warmup_steps(0.01, 20) == 1 and F.warmup_steps(0.0, 20) == 0
     assert lrs[0] == 0.5 and lrs[1] == 1.0 and lrs[-1] == pytest.approx(1 / 18)
     assert all(a >= b for a, b in zip(lrs[1:], lrs[2:]))
-    assert [F._schedule(s, 4, 0.0) for s in range(4)] == [1.0, 0.75, 0.5, 0.25]
+    assert schedule(4, 0.0) == [1.0, 0.75, 0.5, 0.25]
 
 
 # -- fine-tuning -----------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from qalib.lab.data import CLS, IGNORE, N_SPECIAL, Batch
 from qalib.lab.parallel import map_grid
 from qalib.lab.train import TrainConfig, loss_and_accuracy, train
 from qalib.nn.config import MiniBertConfig
-from qalib.nn.model import MiniBert
+from qalib.nn.model import MiniBert, SelfAttention
 from qalib.nn.validate import choices, int_in, seed_list
 from qalib.notebook.drawing import seed_band
 
@@ -74,14 +74,17 @@ def recall_config(d_model: int = 64, n_heads: int = 1, task: RecallTask | None =
 
 
 def train_variant(scale, seed: int, steps: int = 200, d_model: int = 64, n_heads: int = 1, batch_size: int = 32,
-                  lr: float = 3e-3, task: RecallTask | None = None, log_every: int = 10, device=None) -> dict:
-    """Train one model; return loss/accuracy curves, attention entropy and the W_q/W_k gradient norm."""
+                  lr: float = 3e-3, task: RecallTask | None = None, log_every: int = 10, device=None,
+                  init_std: float | None = None) -> dict:
+    """Train one model; return loss/accuracy curves, attention entropy and the W_q/W_k gradient norm.
+    init_std: as recall_config's (None: d_model ** -0.5, the footnote's unit-variance q and k)."""
     task = task or RecallTask()
     torch.manual_seed(seed)
-    model = MiniBert(recall_config(d_model, n_heads, task, attn_scale=scale))
+    model = MiniBert(recall_config(d_model, n_heads, task, init_std=init_std, attn_scale=scale))
     qk_grad: list[float] = []
-    w = model.layers[0].attention.qkv.weight  # (3d, d): rows [q | k | v]
-    handle = w.register_hook(lambda g: qk_grad.append(float(g[: 2 * d_model].norm())))
+    att = model.layers[0].attention
+    # the hook sits on the parameter, qkv.weight (3d, d): its gradient g holds every row, split into W_q, W_k, W_v
+    handle = att.qkv.weight.register_hook(lambda g: qk_grad.append(_qk_norm(att, g)))
     try:
         hist = train(model, task, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=10, seed=seed,
                                               log_every=log_every, entropy_every=log_every,
@@ -110,9 +113,16 @@ def initial_qk_grads(scales=SCALES, seeds=range(100), d_model: int = 64, n_heads
             model = MiniBert(recall_config(d_model, n_heads, task, attn_scale=s)).train()
             loss, _ = loss_and_accuracy(model, task.batch(batch_size, torch.Generator().manual_seed(seed)))
             loss.backward()
-            norms.append(float(model.layers[0].attention.qkv.weight.grad[: 2 * d_model].norm()))
+            att = model.layers[0].attention
+            norms.append(_qk_norm(att, att.qkv.weight.grad))
         out[s] = np.array(norms)
     return out
+
+
+def _qk_norm(att: SelfAttention, grad: torch.Tensor) -> float:
+    """The Frobenius norm of the W_q and W_k rows of a gradient of qkv.weight (3d, d), taken together."""
+    g_q, g_k, _ = att.split_qkv(grad)  # (d, d) each
+    return float(torch.cat([g_q, g_k]).norm())  # (2d, d): the rows [q | k] in order, one norm as over both blocks
 
 
 def _train_pair(pair: tuple, **kwargs) -> dict:

@@ -168,10 +168,9 @@ def tupe_terms(model, enc: dict, layer: int = 0) -> dict:
     g, b = ln.weight.double(), ln.bias.double()
     c = g * (word - word.mean(-1, keepdim=True)) / sigma + b
     r = g * (pos - pos.mean(-1, keepdim=True)) / sigma
-    qkv = model.layers[0].attention.qkv
-    d, h, dh = cfg.d_model, cfg.n_heads, cfg.d_head
-    w, bias = qkv.weight.double(), qkv.bias.double()
-    Wq, Wk, bq, bk = w[:d], w[d:2 * d], bias[:d], bias[d:2 * d]
+    att = model.layers[0].attention
+    h, dh = cfg.n_heads, cfg.d_head
+    Wq, Wk, bq, bk = (t.double() for t in (att.w_q, att.w_k, att.b_q, att.b_k))  # (d, d), (d, d), (d,), (d,)
     heads = lambda z: z.view(-1, h, dh).transpose(0, 1)                        # noqa: E731  (T, d) -> (H, T, dh)
     qc, qr, kc, kr = heads(c @ Wq.T + bq), heads(r @ Wq.T), heads(c @ Wk.T + bk), heads(r @ Wk.T)
     terms = {"word-word": qc @ kc.transpose(1, 2), "word-position": qc @ kr.transpose(1, 2),

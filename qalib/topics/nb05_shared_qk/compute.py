@@ -247,8 +247,8 @@ def qk_forms(model) -> torch.Tensor:
     d, h, dh = cfg.d_model, cfg.n_heads, cfg.d_head
     forms = []
     for layer in model.layers:
-        w = layer.attention.qkv.weight.detach().double()    # (3d, d): rows [0:d] W_q, [d:2d] W_k
-        wq, wk = w[:d].view(h, dh, d), w[d:2 * d].view(h, dh, d)  # (H, dh, d) per head
+        att = layer.attention
+        wq, wk = (w.detach().double().view(h, dh, d) for w in (att.w_q, att.w_k))  # (d, d) -> (H, dh, d) per head
         forms.append(wq.transpose(1, 2) @ wk)              # (H, d, d)
     return torch.stack(forms)
 

@@ -138,9 +138,9 @@ def score_rank(layer: int = 0, head: int = 0) -> dict:
     model, _ = real_model()
     cfg = model.cfg
     int_in("layer", layer, 0, cfg.n_layers - 1), int_in("head", head, 0, cfg.n_heads - 1)
-    w = model.layers[layer].attention.qkv.weight.detach().double()  # (3d, d): rows [q | k | v]
-    rows = slice(head * cfg.d_head, (head + 1) * cfg.d_head)
-    wq, wk = w[: cfg.d_model][rows], w[cfg.d_model: 2 * cfg.d_model][rows]  # (d_k, d) each
+    att = model.layers[layer].attention
+    rows = slice(head * cfg.d_head, (head + 1) * cfg.d_head)  # this head's rows of W_Q and of W_K
+    wq, wk = (w.detach().double()[rows] for w in (att.w_q, att.w_k))  # (d_k, d) each
     return {"rank": int(torch.linalg.matrix_rank(wq.T @ wk)), "d_k": cfg.d_head, "d_model": cfg.d_model}
 
 

@@ -163,7 +163,7 @@ def superposition(a: float = 0.7, b: float = -1.3, seq_len: int = 8, seed: int =
         probs = _probs(att, z)  # (1, H, T, T), frozen
 
         def value_path(u):  # W_O (P V) with the probabilities of z
-            v = F.linear(u, *_v_slice(att, d)).view(1, -1, h, d // h).transpose(1, 2)  # (1, H, T, dh)
+            v = F.linear(u, att.w_v, att.b_v).view(1, -1, h, d // h).transpose(1, 2)  # (1, T, d) -> (1, H, T, dh)
             return att.output(torch.matmul(probs, v).transpose(1, 2).reshape(1, -1, d))
 
         maps = {"value path, probs frozen": value_path,
@@ -177,11 +177,6 @@ def superposition(a: float = 0.7, b: float = -1.3, seq_len: int = 8, seed: int =
             rhs = a * (f(x) - zero) + b * (f(y) - zero)
             err[name] = float((lhs - rhs).norm() / lhs.norm().clamp_min(1e-300))
     return {"error": err, "a": a, "b": b, "eps": float(np.finfo(np.float64).eps)}
-
-
-def _v_slice(att, d):
-    """Weight and bias of W_V inside the fused [q | k | v] projection."""
-    return att.qkv.weight[-d:], att.qkv.bias[-d:]
 
 
 def _probs(att, x):

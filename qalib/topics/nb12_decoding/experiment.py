@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from qalib.lab.device import get_device, one_thread
 from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, fit
 from qalib.nn.decoder import DecoderLM
 from qalib.nn.validate import int_in, seed_list
 from qalib.notebook.drawing import seed_band
@@ -40,23 +41,19 @@ def train_lm(variant: str, seed: int, steps: int = 150, batch_size: int = 32, lr
     seed). -> {"state": its weights on the CPU, "loss": the training loss every step}."""
     causal, kv = VARIANTS[variant]
     lang = decoding_language()
-    dev = get_device(device)
     torch.manual_seed(seed)
-    model = DecoderLM(decoder_config(causal, kv)).to(dev).train()
+    model = DecoderLM(decoder_config(causal, kv))
     data = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, foreach=True)
-    warmup = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
-    losses = []
-    for _ in range(steps):
-        loss = lm_loss(model, lang.sample(batch_size, SEQ_LEN, data).to(dev))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-    return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": losses}
+    batches = (lang.sample(batch_size, SEQ_LEN, data) for _ in range(steps))
+    cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=max(1, steps // 10), weight_decay=0.0,
+                      clip=1.0, log_every=steps, device=device)
+    history = fit(model, next_token_loss, batches, cfg)
+    return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": history.step_loss}
+
+
+def next_token_loss(model: DecoderLM, ids: torch.Tensor) -> torch.Tensor:
+    """lm_loss on a batch of the language, moved to the model's device."""
+    return lm_loss(model, ids.to(next(model.parameters()).device))
 
 
 def _train_one(run: tuple[str, int], steps: int, device: str | None) -> dict:

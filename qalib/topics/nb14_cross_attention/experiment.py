@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from qalib.lab.device import one_thread
 from qalib.lab.parallel import map_runs
+from qalib.lab.train import TrainConfig, fit
 from qalib.lab.probes import fit_probe, probe_accuracy
 from qalib.nn.decoder import EncoderDecoder
 from qalib.nn.generate import generate
@@ -95,22 +96,27 @@ def run_reversal_experiment(seeds=(0, 1, 2), steps: int = 200, lr: float = 3e-3,
 
 def _train_one(run: tuple[str, int], task: ReversalTask, steps: int, lr: float, batch_size: int,
                device: str | None) -> dict:
-    """Teacher forcing with Adam; returns the trained weights on the CPU (a state dict crosses processes)."""
+    """Teacher forcing with Adam (no warm-up, no clipping, no weight decay); returns the trained weights on the CPU
+    (a state dict crosses processes)."""
     name, seed = run
     tie, eps = VARIANTS[name]
-    dev = torch.device(device or "cpu")
     torch.manual_seed(seed)
-    model = EncoderDecoder(reversal_config(tie, task.vocab_size)).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model = EncoderDecoder(reversal_config(tie, task.vocab_size))
     g = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        source, decoder_in, labels = (x.to(dev) for x in task.batch(batch_size, g))
-        logits = model(source, decoder_in).logits  # (B, T, vocab)
-        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), label_smoothing=eps)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    batches = (task.batch(batch_size, g) for _ in range(steps))
+    # Adam is AdamW without weight decay; "default": torch's own kernel choice, as a plain torch.optim.Adam makes
+    cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup=0, weight_decay=0.0, clip=0.0,
+                      kernel="default", log_every=steps, threads=None, device=device or "cpu")
+    fit(model, partial(smoothed_loss, label_smoothing=eps), batches, cfg)
     return {k: v.cpu() for k, v in model.state_dict().items()}
+
+
+def smoothed_loss(model: EncoderDecoder, batch: tuple, label_smoothing: float) -> torch.Tensor:
+    """Teacher-forced cross-entropy of one (source, decoder input, labels) batch, with label smoothing."""
+    dev = next(model.parameters()).device
+    source, decoder_in, labels = (x.to(dev) for x in batch)
+    logits = model(source, decoder_in).logits  # (B, T, vocab)
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), label_smoothing=label_smoothing)
 
 
 # -- where cross-attention's K and V come from ---------------------------------------------------------
@@ -251,9 +257,8 @@ def reverse_direction_share(model: EncoderDecoder, task: ReversalTask, layer: in
     finally:
         hook.remove()
     memory = model.encode(source)
-    d = model.cfg.d_model
-    q_src = ca.split_heads(F.linear(memory, ca.qkv.weight[:d], ca.qkv.bias[:d]))  # (B, H, S, dh)
-    k_tgt = ca.split_heads(F.linear(seen["stream"], ca.qkv.weight[d:2 * d], ca.qkv.bias[d:2 * d]))  # (B, H, T, dh)
+    q_src = ca.split_heads(F.linear(memory, ca.w_q, ca.b_q))  # (B, H, S, dh)
+    k_tgt = ca.split_heads(F.linear(seen["stream"], ca.w_k, ca.b_k))  # (B, H, T, dh)
     probs = (q_src @ k_tgt.transpose(-1, -2) * model.cfg.scale).softmax(-1)  # (B, H, S, T)
     forward = alignment_share(out.internals[f"layer{layer}.cross.probs"], task.alignment)
     backward = alignment_share(probs, task.alignment)  # reversal is its own inverse: source j aligns with target S-1-j

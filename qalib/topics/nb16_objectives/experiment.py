@@ -22,6 +22,7 @@ from qalib.lab.data import IGNORE, MASK, N_SPECIAL, UNK
 from qalib.lab.device import get_device, one_thread
 from qalib.lab.parallel import map_runs
 from qalib.lab.probes import fit_probe, probe_accuracy
+from qalib.lab.train import TrainConfig, fit
 from qalib.nn.generate import generate
 from qalib.lab.language_truth import kl, true_next_probs
 from qalib.topics.nb16_objectives.compute import (DECODER_START, EOS, LANG_VOCAB, OBJECTIVES, SEQ_LEN, build_model, logits_of,
@@ -84,32 +85,37 @@ def train_one(run: tuple[str, int], steps: int, d_model: int, n_probe: int, chec
     objective, seed = run
     lang, cfg, dev = objectives_language(), model_config(d_model), get_device(device)
     torch.manual_seed(seed)
-    model = build_model(objective, cfg).to(dev).train()
+    model = build_model(objective, cfg).to(dev)
     text = torch.Generator().manual_seed(seed)       # the clean text: the same stream for every objective
     noise = torch.Generator().manual_seed(10_000 + seed)  # the corruption's own draws, so the text stays aligned
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, foreach=True)
-    warmup = max(1, round(steps * WARMUP_SHARE))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    batches = (objective_batch(objective, lang.sample(BATCH, SEQ_LEN, text), noise) for _ in range(steps))
     train_ids, test_ids = probe_text(n_probe), probe_text(n_probe, PROBE_SEED + 1)
     at = sorted({round(i * steps / checkpoints) for i in range(checkpoints + 1)})
-    probes, losses = [], []
-    for step in range(steps + 1):
-        if step in at:
-            model.eval()
-            probes.append(probe_scores(model, objective, train_ids, test_ids))
-            model.train()
-        if step == steps:
-            break
-        batch = {k: v.to(dev) for k, v in objective_batch(objective, lang.sample(BATCH, SEQ_LEN, text), noise).items()}
-        loss = loss_of(model, objective, batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-    return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": losses,
+    probes = []
+
+    def probe(model) -> None:
+        model.eval()
+        probes.append(probe_scores(model, objective, train_ids, test_ids))
+        model.train()
+
+    if 0 in at:
+        probe(model)
+
+    def probe_after(history, step, model, batch) -> None:  # fit's on_step: after step `step`, step + 1 are done
+        if step + 1 in at:
+            probe(model)
+
+    train_cfg = TrainConfig(steps=steps, batch_size=BATCH, lr=LR, warmup=max(1, round(steps * WARMUP_SHARE)),
+                            weight_decay=0.0, clip=1.0, log_every=steps, device=dev)
+    history = fit(model, partial(objective_loss, objective=objective), batches, train_cfg, on_step=probe_after)
+    return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": history.step_loss,
             "probe_steps": at, "probes": probes}
+
+
+def objective_loss(model, batch: dict, objective: str) -> torch.Tensor:
+    """loss_of on one objective_batch, moved to the model's device."""
+    dev = next(model.parameters()).device
+    return loss_of(model, objective, {k: v.to(dev) for k, v in batch.items()})
 
 
 # -- did each model learn its own task? -------------------------------------------------------

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qalib.lab.train import TrainConfig, fit
 from qalib.notebook.drawing import LiveTickLabels, bar_polygons, live_bars, live_title
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import choice, float_in, int_in, seed_int
@@ -320,14 +321,26 @@ class Tuned:
             return self.head(self.hidden(stream)[-1])
 
 
-def _schedule(step: int, steps: int, warmup: float) -> float:
-    """The learning-rate factor: a linear warm-up over the first warmup * steps steps, then a linear decay to 0.
-    BERT's has the same shape; its code starts the warm-up at 0 (a first step that moves nothing) and decays from
-    step 0, under the warm-up, so that it leaves the warm-up at 1 - warmup rather than at 1."""
-    n_warm = max(1, math.ceil(warmup * steps)) if warmup > 0 else 0
-    if step < n_warm:
-        return (step + 1) / n_warm
-    return max(0.0, (steps - step) / max(1, steps - n_warm))
+def warmup_steps(warmup: float, steps: int) -> int:
+    """The warm-up's length in steps: the first `warmup` share of them, at least one unless the share is 0. The
+    learning rate then rises linearly over these and decays linearly to 0 (qalib.lab.train.lr_factor, decay
+    "linear"). BERT's has the same shape; its code starts the warm-up at 0 (a first step that moves nothing) and
+    decays from step 0, under the warm-up, so that it leaves the warm-up at 1 - warmup rather than at 1."""
+    return max(1, math.ceil(warmup * steps)) if warmup > 0 else 0
+
+
+class TopAndHead(nn.Module):
+    """What fine-tuning trains: copies of the top layers, then the head, on the frozen bottom's hidden states."""
+
+    def __init__(self, top: nn.ModuleList, head: Head) -> None:
+        super().__init__()
+        self.top, self.head = top, head
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """h (B, T, d): the hidden states entering the first trained layer -> the head's logits."""
+        for layer in self.top:
+            h = layer(h, None)
+        return self.head(h)
 
 
 def finetune(base: MiniBert, stream: Stream, head: str, cfg: FineTuneConfig, seed: int) -> Tuned:
@@ -341,35 +354,22 @@ def finetune(base: MiniBert, stream: Stream, head: str, cfg: FineTuneConfig, see
     steps = len(stream.examples) // cfg.batch_size
     if steps < 1:
         raise ValueError(f"the stream holds {len(stream.examples)} examples, fewer than one batch of {cfg.batch_size}")
-    top = copy.deepcopy(base.layers[n_layers - trainable:]).train()
+    top = copy.deepcopy(base.layers[n_layers - trainable:])
     x_in = stream.hidden[n_layers - trainable]
     gen = torch.Generator().manual_seed(seed)  # on the CPU: the same head on every device
-    new_head = Head(head, base.cfg.d_model, stream.examples.input_ids.shape[1], gen).to(x_in.device)
-    decay, no_decay = [], []
-    for name, p in list(top.named_parameters()) + list(new_head.named_parameters()):
-        (no_decay if name.endswith("bias") or "norm" in name else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, eps=1e-6,
-                            fused=x_in.device.type in ("cpu", "cuda"))  # one kernel per step: ~5x faster here
-    params = decay + no_decay
-    losses = []
+    model = TopAndHead(top, Head(head, base.cfg.d_model, stream.examples.input_ids.shape[1], gen).to(x_in.device))
     labels = stream.examples.labels
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = cfg.lr * _schedule(step, steps, cfg.warmup)
-        rows = slice(step * cfg.batch_size, (step + 1) * cfg.batch_size)
-        h = x_in[rows]
-        for layer in top:
-            h = layer(h, None)
-        loss = head_loss(new_head(h), labels[rows])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip)
-        opt.step()
-        losses.append(loss.detach())
-    top.eval()
-    return Tuned(base, top, new_head.eval(), cfg, torch.stack(losses).tolist())  # one host sync, not one a step
+    batches = (slice(step * cfg.batch_size, (step + 1) * cfg.batch_size) for step in range(steps))
+    decay, no_decay = [], []  # BERT's rule: no weight decay on biases and LayerNorm
+    for name, p in model.named_parameters():
+        (no_decay if name.endswith("bias") or "norm" in name else decay).append(p)
+    train_cfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup=warmup_steps(cfg.warmup, steps),
+                            decay="linear", weight_decay=cfg.weight_decay, clip=cfg.clip, eps=1e-6,
+                            kernel="fused" if x_in.device.type in ("cpu", "cuda") else "foreach",  # ~5x faster here
+                            log_every=steps, threads=None, device=x_in.device)
+    history = fit(model, lambda m, rows: head_loss(m(x_in[rows]), labels[rows]), batches, train_cfg,
+                  decay_groups=(decay, no_decay))
+    return Tuned(base, model.top, model.head, cfg, history.step_loss)
 
 
 # -- what a run moved --------------------------------------------------------------------------------------

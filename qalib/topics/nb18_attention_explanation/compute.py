@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import html
+import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 from captum.attr._utils.approximation_methods import approximation_parameters
 
 from qalib.lab.data import CLS, N_SPECIAL, PAD, SEP, Batch
+from qalib.lab.train import TrainConfig, fit
 from qalib.notebook.drawing import LiveTickLabels, bar_polygons, live, live_bars, live_title
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in
@@ -261,6 +264,14 @@ def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return 0.5 * (kl(p) + kl(q))
 
 
+class AttentionLogits(nn.Module):
+    """The adversarial search's free variable: logits z (B, H, T) of the last layer's [CLS] attention rows."""
+
+    def __init__(self, z: torch.Tensor) -> None:
+        super().__init__()
+        self.z = nn.Parameter(z)
+
+
 def adversarial_attention(model: MiniBert, batch_inputs: dict, bound: float = 0.01, steps: int = 150,
                           lr: float = 0.5, seed: int = 0) -> dict[str, torch.Tensor]:
     """Jain & Wallace 2019, sec. 4.2: for each example, search attention for the last layer's [CLS] query (every
@@ -279,23 +290,25 @@ def adversarial_attention(model: MiniBert, batch_inputs: dict, bound: float = 0.
     pred = p0.argmax(-1)
     p0 = p0.gather(1, pred[:, None]).squeeze(1)
     g = torch.Generator().manual_seed(seed)
-    z = (orig.clamp_min(1e-9).log() + torch.randn(orig.shape, generator=g)).masked_fill(~keep, -1e9)
-    z.requires_grad_(True)
-    opt = torch.optim.Adam([z], lr=lr)
+    search = AttentionLogits((orig.clamp_min(1e-9).log() + torch.randn(orig.shape, generator=g)).masked_fill(~keep, -1e9))
     best, best_jsd = orig.clone(), torch.zeros(orig.shape[0])
+
+    def penalised_jsd(search: AttentionLogits, _) -> torch.Tensor:
+        """-JSD plus the hinge on the output change, summed over examples; keeps the best feasible iterate so far."""
+        probs = search.z.masked_fill(~keep, -1e9).softmax(-1)
+        p = last_layer_cls_logits(model, inner, probs).softmax(-1).gather(1, pred[:, None]).squeeze(1)
+        jsd = js_divergence(probs, orig).mean(1)    # (B,) mean over heads
+        gap = (p - p0).abs()
+        with torch.no_grad():
+            better = (gap < bound) & (jsd > best_jsd)
+            best[better], best_jsd[better] = probs[better].detach(), jsd[better].detach()
+        return (-jsd + 100.0 * F.relu(gap - 0.5 * bound)).sum()
+
+    # Adam (AdamW without weight decay), constant rate, no clipping; "default": a plain torch.optim.Adam's kernel
+    cfg = TrainConfig(steps=steps, lr=lr, warmup=0, weight_decay=0.0, clip=0.0, kernel="default", log_every=steps,
+                      threads=None, device=orig.device)
     with frozen(model):
-        for _ in range(steps):
-            probs = z.masked_fill(~keep, -1e9).softmax(-1)
-            p = last_layer_cls_logits(model, inner, probs).softmax(-1).gather(1, pred[:, None]).squeeze(1)
-            jsd = js_divergence(probs, orig).mean(1)    # (B,) mean over heads
-            gap = (p - p0).abs()
-            with torch.no_grad():
-                better = (gap < bound) & (jsd > best_jsd)
-                best[better], best_jsd[better] = probs[better].detach(), jsd[better].detach()
-            loss = (-jsd + 100.0 * F.relu(gap - 0.5 * bound)).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        fit(search, penalised_jsd, itertools.repeat(None), cfg)
     with torch.no_grad():
         p_best = last_layer_cls_logits(model, inner, best).softmax(-1).gather(1, pred[:, None]).squeeze(1)
     return {"original": orig, "adversarial": best, "jsd": best_jsd, "delta_p": (p_best - p0).abs()}
