@@ -88,6 +88,13 @@ any-bert: setup
 OFFSETS ?= 10
 SCALE ?= 1
 VARIANTS ?=
+# Reference runs: each notebook's lessons from training at the budget they need (qalib.tools.reference; minutes to an
+# hour per notebook on 2 cores, faster on a GPU; not part of `make test`). NB=01 for one notebook, empty for all;
+# resumable. At QALIB_SEED_OFFSET=K they go to build/references-offset-K/ and their checks are made on them.
+.PHONY: reference
+reference: setup
+	$(PY) -m qalib.tools.reference $(if $(filter command% environment%,$(origin NB)),$(NB))
+
 .PHONY: robustness
 robustness: setup
 	$(PY) -m qalib.tools.robustness --offsets $(OFFSETS) --scale $(SCALE) $(if $(VARIANTS),--variants $(VARIANTS)) \

@@ -4,6 +4,8 @@
     train         -- fit: the one training loop (AdamW, warm-up and decay, clipping, logging); train: fit on a task
     train_batched -- train_seeds: one model per seed, all trained as one batched computation (torch.func)
     stacked       -- the batched computation for any models of one architecture (what train_seeds runs on)
+    gate          -- learned(): did a run beat a stated baseline by a stated margin? (nothing is read from one that did not)
+    reference     -- reference runs: their specs (budget ladder, seeds) and their stored files (references/)
     presets       -- small settings that train in seconds on 2 CPU cores
     probes        -- linear probes: can a linear map read a property out of vectors?
     parallel      -- independent runs (seeds, variants) on every CPU core at once

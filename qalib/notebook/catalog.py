@@ -54,9 +54,9 @@ CATALOG = [
     Entry("01_scaled_attention.ipynb",
           "Why divide by sqrt(d_k) before the softmax?",
           "With unit-variance q and k, q.k has variance d_k, so unscaled logits start with std sqrt(d_k) and a nearly "
-          "one-hot softmax, whose Jacobian diag(y) - yy^T vanishes. The W_q, W_k gradient is usually largest at step 0, "
-          "but the unscaled toy's median seed stays stuck at a partial solution. Dividing by sqrt(d_k) restores variance 1 "
-          "under the footnote's assumptions; the toy could not tell 1/d_k from it (muP uses 1/d).",
+          "one-hot softmax, whose Jacobian diag(y) - yy^T vanishes. Dividing by sqrt(d_k) restores variance 1 under the "
+          "footnote's assumptions, so the softmax starts at the same temperature whatever the head size. Which constant "
+          "trains best depends on the initialisation (muP uses 1/d).",
           "d_k and the scaling rule; the magnitude a in softmax([a, a, 2a])",
           formula='$\\mathrm{Var}(q\\cdot k)=d_k$, so $\\mathrm{softmax}(QK^{\\top}/\\sqrt{d_k})\\,V$',
           number='d_k = 64: unscaled logits have std 8, scaled std 1 (unit-variance q, k)'),

@@ -144,3 +144,58 @@ def test_attention_demo_rounds_its_log_slider_to_an_int_d_k():
     assert demo.error is None and demo.result["d_k"] == 64
     with pytest.raises(ValueError, match=r"d_k must be an int in \[1, 4096\], got 63\.9"):
         sa.attention_stats(2.0 ** 5.99999)
+
+
+# -- the reference: read from a stored file (here a small synthetic one) --------------------------------------------
+def _fake_reference(n=6):
+    from qalib.lab.reference import Reference, RungResult
+
+    rng = np.random.default_rng(0)
+
+    def run(seed, shift):
+        return {s: {"final_loss": float(abs(rng.normal(1.0 + shift[s], 0.1))), "final_accuracy": 0.5,
+                    "initial_entropy": 1.0, "solved_step": 100 if s == "inv_dk" else None, "steps": [0, 10],
+                    "loss": [2.0, 1.0]} for s in ex.SCALES}
+
+    shift = {"inv_sqrt_dk": 0.0, "none": 0.3, "inv_dk": -0.5}
+    rungs = {"live": RungResult("live", {"steps": 200}, list(range(n)), [run(i, shift) for i in range(n)]),
+             "reference": RungResult("reference", {"steps": 3200}, list(range(n)), [run(i, shift) for i in range(n)]),
+             "reference, init 0.02": RungResult("reference, init 0.02", {"steps": 3200, "init_std": 0.02},
+                                                list(range(n)), [run(i, shift) for i in range(n)])}
+    return Reference("01_scaled_attention", "ablation", {}, rungs, {})
+
+
+def test_the_reference_summary_pairs_seeds_and_gates_runs():
+    ref = _fake_reference()
+    rungs = ex.summarize_reference(ref)
+    assert [r.name for r in rungs] == ["live", "reference", "reference, init 0.02"]
+    assert [r.init for r in rungs] == ["d^-1/2", "d^-1/2", "0.02"] and rungs[1].steps == 3200
+    r = rungs[0]
+    assert r.solved("inv_dk").all() and not r.solved("none").any()
+    d = ex.paired(r, "inv_dk", "inv_sqrt_dk")
+    assert d.n == 6 and d.n_left_out == 0 and d.low < d.mean < d.high < 0
+    assert np.mean(r.final_loss["inv_dk"] - r.final_loss["inv_sqrt_dk"]) == pytest.approx(d.mean)
+    assert "1/d_k minus 1/sqrt(d_k)" in str(d)
+
+
+def test_a_run_that_did_not_learn_is_left_out_of_a_comparison():
+    ref = _fake_reference()
+    ref.rungs["live"].runs[2]["none"]["final_loss"] = 2.5  # worse than knowing the key (ln 4 + 0.2)
+    r = ex.summarize_reference(ref)[0]
+    assert not r.gates["none"][2].passed and r.learned_share("none") == pytest.approx(5 / 6)
+    d = ex.paired(r, "none", "inv_sqrt_dk")
+    assert (d.n, d.n_left_out) == (5, 1) and "1 seed(s) left out" in str(d)
+    assert ex.key_part_gate(math.log(4) + 0.19).passed and not ex.key_part_gate(math.log(4) + 0.21).passed
+
+
+def test_the_reference_figure_draws_every_scaling():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(10, 3.5))
+    ex.plot_reference(fig, _fake_reference())
+    left, right = fig.axes
+    assert len(left.lines) >= 3 and right.get_ylim()[1] > 1
+    plt.close(fig)

@@ -19,11 +19,15 @@ import numpy as np
 import torch
 
 from qalib.lab.data import CLS, IGNORE, N_SPECIAL, Batch
+from qalib.lab.gate import Gate, learned, learned_share
 from qalib.lab.parallel import map_grid
+from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import paired_interval
 from qalib.lab.train import TrainConfig, loss_and_accuracy, train
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert, SelfAttention
 from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.claims import above, at_least, at_most, below, check
 from qalib.notebook.drawing import seed_band
 
 SCALES = ("inv_sqrt_dk", "none", "inv_dk")
@@ -151,6 +155,168 @@ def scale_ablation(scales=SCALES, seeds=(0, 1, 2), steps: int = 200, d_model: in
     out["final_entropy"] = {s: out["runs"][s]["entropy"][:, -3:].mean(1) for s in scales}
     out["max_entropy"] = math.log(task.n_keys + 2)  # uniform over [CLS], the pairs and the query
     return out
+
+
+# -- the reference: the same runs with more seeds, at three budgets and two initialisations ---------------------
+SOLVED_LOSS = 0.05  # a run has solved the task once its logged training loss is below this (retrieval drives it to 0)
+
+
+def reference_seed(seed: int, steps: int, init_std: float | None = None) -> dict:
+    """One seed of the reference: every scale trained `steps` steps from the same initial draw and data stream.
+    -> {scale: {"final_loss", "final_accuracy", "initial_entropy": nats at step 0, "solved_step": the first logged
+    step with loss < SOLVED_LOSS (None: not solved), "steps": logged steps, "loss": the loss at them}}"""
+    log_every = max(10, steps // 40)
+    out = {}
+    for scale in SCALES:
+        r = train_variant(scale, seed, steps=steps, log_every=log_every, init_std=init_std, device="cpu")
+        solved = np.flatnonzero(r["loss"] < SOLVED_LOSS)
+        out[scale] = {"final_loss": float(r["loss"][-3:].mean()), "final_accuracy": float(r["accuracy"][-3:].mean()),
+                      "initial_entropy": float(r["entropy"][0]),
+                      "solved_step": int(r["step"][solved[0]]) if len(solved) else None,
+                      "steps": r["step"].tolist(), "loss": r["loss"].tolist()}
+    return out
+
+
+@dataclass(frozen=True)
+class RungSummary:
+    """One rung of the reference, per scale: arrays over the seeds, in seed order (so they pair across scales)."""
+
+    name: str
+    steps: int
+    init: str                          # "d^-1/2" (the footnote's unit-variance q, k) or BERT's "0.02"
+    final_loss: dict[str, np.ndarray]  # mean of the last 3 logged losses
+    solved_step: dict[str, np.ndarray]  # the first logged step under SOLVED_LOSS; inf where never
+    gates: dict[str, list]             # per seed: qalib.lab.gate.Gate, "learned the key part"
+
+    def solved(self, scale: str) -> np.ndarray:
+        return np.isfinite(self.solved_step[scale])
+
+    def learned_share(self, scale: str) -> float:
+        return learned_share(self.gates[scale])
+
+
+def key_part_gate(final_loss: float, n_keys: int = 4, n_values: int = 4) -> Gate:
+    """The learned-or-not gate of this task: beat chance over the pair tokens, ln(K V), by enough to know the key,
+    i.e. end below ln(V) + 0.2 (knowing the key alone gives ln V; retrieving the pair drives the loss to 0)."""
+    chance = math.log(n_keys * n_values)
+    return learned("final loss (nats)", final_loss, baseline=chance, baseline_name="chance over the pair tokens",
+                   margin=chance - math.log(n_values) - 0.2, higher_is_better=False)
+
+
+def summarize_reference(ref) -> list[RungSummary]:
+    """The stored reference (qalib.lab.reference.Reference) as one RungSummary per rung, in the spec's order."""
+    out = []
+    for rung in ref.rungs.values():
+        final = {s: rung.values(s, "final_loss") for s in SCALES}
+        solved = {s: np.array([np.inf if r[s]["solved_step"] is None else r[s]["solved_step"] for r in rung.runs],
+                              dtype=float) for s in SCALES}
+        init = "0.02" if rung.kwargs.get("init_std") == 0.02 else "d^-1/2"
+        out.append(RungSummary(rung.name, int(rung.kwargs["steps"]), init, final, solved,
+                               {s: [key_part_gate(v) for v in final[s]] for s in SCALES}))
+    return out
+
+
+SCALE_LABELS = {"inv_sqrt_dk": "1/sqrt(d_k)", "none": "no scaling", "inv_dk": "1/d_k"}
+
+
+@dataclass(frozen=True)
+class Paired:
+    """a's final loss minus b's, seed by seed, on the seeds where both runs passed the gate; its 95% interval."""
+
+    a: str
+    b: str
+    n: int          # pairs used
+    n_left_out: int  # seeds where a run did not learn the key part
+    mean: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        left = f", {self.n_left_out} seed(s) left out: a run did not learn" if self.n_left_out else ""
+        return (f"{SCALE_LABELS[self.a]} minus {SCALE_LABELS[self.b]}: {self.mean:+.2f} nats, 95% interval "
+                f"[{self.low:+.2f}, {self.high:+.2f}] over {self.n} seeds{left}")
+
+
+def paired(rung: RungSummary, a: str, b: str) -> Paired:
+    """The paired comparison of two scalings' final losses at one rung (qalib.lab.stats.paired_interval)."""
+    keep = np.array([ga.passed and gb.passed for ga, gb in zip(rung.gates[a], rung.gates[b])])
+    r = paired_interval(rung.final_loss[a][keep], rung.final_loss[b][keep])
+    return Paired(a, b, int(keep.sum()), int((~keep).sum()), r["mean"], r["low"], r["high"])
+
+
+def solved_sooner(rung: RungSummary, a: str, b: str) -> dict:
+    """a's solving step minus b's on the seeds where both solved the task, with its 95% interval (needs >= 2)."""
+    both = rung.solved(a) & rung.solved(b)
+    if both.sum() < 2:
+        return {"n": int(both.sum()), "mean": math.nan, "low": math.nan, "high": math.nan}
+    r = paired_interval(rung.solved_step[a][both], rung.solved_step[b][both])
+    return {"n": int(both.sum()), "mean": r["mean"], "low": r["low"], "high": r["high"]}
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 01 makes on its reference run (the runner makes them on every regeneration too)."""
+    rungs = {r.name: r for r in summarize_reference(ref)}
+    shares = {name: min(r.learned_share(s) for s in SCALES) for name, r in rungs.items()}
+    check("the gate: at every budget and initialisation at least 90% of each scaling's runs learned the key part "
+          "(final loss below ln 4 + 0.2; chance over the pair tokens ln 16 = 2.77); only those are compared",
+          at_least(min(shares.values()), 0.9), shares)
+    live, ref_ = rungs["live"], rungs["reference"]
+    for rung, a, b, word in ((live, "inv_dk", "inv_sqrt_dk", "below"), (live, "none", "inv_sqrt_dk", "above"),
+                             (ref_, "inv_dk", "inv_sqrt_dk", "below")):
+        d = paired(rung, a, b)
+        side = below(d.high, 0) if word == "below" else above(d.low, 0)
+        check(f"footnote's initialisation, {rung.steps} steps: {SCALE_LABELS[a]} ends {word} {SCALE_LABELS[b]} "
+              f"(paired 95% interval of the final-loss difference entirely {word} 0)", side,
+              {"mean": d.mean, "interval": (d.low, d.high), "pairs": d.n})
+    bert = rungs["reference, init 0.02"]
+    d = paired(bert, "none", "inv_sqrt_dk")
+    check(f"BERT's 0.02 initialisation, {bert.steps} steps: no scaling ends above 1/sqrt(d_k) (paired 95% interval "
+          "entirely above 0)", above(d.low, 0), {"mean": d.mean, "interval": (d.low, d.high), "pairs": d.n})
+    check(f"BERT's 0.02 initialisation, {bert.steps} steps: 1/sqrt(d_k) and 1/d_k both solve the task in at least "
+          "90% of the seeds, no scaling in at most 60%", at_least(min(bert.solved("inv_sqrt_dk").mean(),
+          bert.solved("inv_dk").mean()), 0.9) & at_most(bert.solved("none").mean(), 0.6),
+          {SCALE_LABELS[s]: float(bert.solved(s).mean()) for s in SCALES})
+
+
+def plot_reference(fig, ref) -> None:
+    """Left: the median final loss of each scaling against the budget (band: the middle half of the seeds), with the
+    footnote's initialisation; BERT's 0.02 initialisation at the reference budget as open markers. Right: the share
+    of seeds that solved the task by the end of the run."""
+    rungs = summarize_reference(ref)
+    main = [r for r in rungs if r.init == "d^-1/2"]
+    other = [r for r in rungs if r.init != "d^-1/2"]
+    ax_loss, ax_solved = fig.subplots(1, 2)
+    steps = np.array([r.steps for r in main])
+    for i, (s, marker) in enumerate(zip(SCALES, "os^")):
+        q25, q50, q75 = (np.array([np.percentile(r.final_loss[s], q) for r in main]) for q in (25, 50, 75))
+        ax_loss.plot(steps, q50, marker + "-", color=f"C{i}", label=SCALE_LABELS[s])
+        ax_loss.fill_between(steps, q25, q75, color=f"C{i}", alpha=0.2, lw=0)
+        ax_solved.plot(steps, [r.solved(s).mean() for r in main], marker + "-", color=f"C{i}", label=SCALE_LABELS[s],
+                       ms=9 - 2 * i)  # three sizes: equal shares stay visible
+        for r in other:  # beside the last budget, one step right per scaling, so equal values do not hide each other
+            x = r.steps * (1.12 + 0.1 * i)
+            ax_loss.plot([x], [np.median(r.final_loss[s])], marker, mfc="none", color=f"C{i}")
+            ax_solved.plot([x], [r.solved(s).mean()], marker, mfc="none", color=f"C{i}")
+    ax_loss.axhline(math.log(4), color="grey", ls=":", lw=1, label="knows the key only (ln 4)")
+    for ax in (ax_loss, ax_solved):
+        ax.set_xscale("log")
+        ax.set_xticks(steps, [str(x) for x in steps])
+        ax.minorticks_off()
+        ax.set_xlabel("training steps (open markers: BERT's 0.02 init)")
+    n = len(main[0].final_loss[SCALES[0]])
+    ax_loss.set(ylabel="final loss (nats)", title=f"median over {n} seeds, middle half shaded")
+    ax_solved.set(ylabel="share of seeds", ylim=(-0.03, 1.03), title=f"solved the task (loss < {SOLVED_LOSS})")
+    ax_loss.legend(fontsize=8)
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "01_scaled_attention", "ablation", reference_seed, seeds=20,
+        rungs=(Rung("live", steps=200), Rung("4x", steps=800), Rung("reference", steps=3200),
+               Rung("reference, init 0.02", steps=3200, init_std=0.02)),
+        lesson="how the three scalings rank at three budgets and two initialisations, over 20 paired seeds",
+        claims=reference_claims),
+]
 
 
 def plot_ablation(fig, res) -> None:
