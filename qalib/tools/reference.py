@@ -68,7 +68,7 @@ def _jsonable(x):
     if isinstance(x, torch.Tensor):
         return _jsonable(x.detach().cpu().tolist())
     if isinstance(x, (np.floating, float)):
-        return round(float(x), 7)  # 7 significant-ish digits: files stay small, far below any spread we read
+        return round(float(x), 7)  # 7 decimals: files stay small, far below any spread we read
     if isinstance(x, (np.integer,)):
         return int(x)
     return x

@@ -244,15 +244,6 @@ def paired(rung: RungSummary, a: str, b: str) -> Paired:
     return Paired(a, b, int(keep.sum()), int((~keep).sum()), r["mean"], r["low"], r["high"])
 
 
-def solved_sooner(rung: RungSummary, a: str, b: str) -> dict:
-    """a's solving step minus b's on the seeds where both solved the task, with its 95% interval (needs >= 2)."""
-    both = rung.solved(a) & rung.solved(b)
-    if both.sum() < 2:
-        return {"n": int(both.sum()), "mean": math.nan, "low": math.nan, "high": math.nan}
-    r = paired_interval(rung.solved_step[a][both], rung.solved_step[b][both])
-    return {"n": int(both.sum()), "mean": r["mean"], "low": r["low"], "high": r["high"]}
-
-
 def reference_claims(ref) -> None:
     """The checks notebook 01 makes on its reference run (the runner makes them on every regeneration too)."""
     rungs = {r.name: r for r in summarize_reference(ref)}
