@@ -10,7 +10,7 @@ import pytest
 from qalib.lab import reference as R
 from qalib.lab.stats import paired_interval
 from qalib.tools import fingerprint as FP
-from qalib.tools.reference import all_specs, run_spec
+from qalib.tools.reference import all_specs, restamp, run_spec, stored_config
 
 CALLS = []
 
@@ -42,6 +42,12 @@ def test_a_spec_runs_every_rung_and_seed_and_records_provenance(tmp_path):
         ref.rung("long").values("nothing")
 
 
+def test_a_rung_name_need_not_be_a_file_name(tmp_path):
+    spec = R.ReferenceSpec("99_test", "odd", fake_run, seeds=2, rungs=(R.Rung("init d^-1/2, 4x", steps=2),))
+    ref = R.Reference.from_json(json.loads(run_spec(spec, tmp_path, workers=1).read_text()))
+    assert ref.rung("init d^-1/2, 4x").values("steps").tolist() == [2, 2]
+
+
 def test_an_interrupted_run_resumes_with_the_units_it_finished(tmp_path):
     failing = R.ReferenceSpec("99_test", "fake", fake_run, seeds=3, rungs=(R.Rung("r", steps=2, fail_on=2),))
     with pytest.raises(RuntimeError, match="seed 2 fails"):
@@ -53,6 +59,37 @@ def test_an_interrupted_run_resumes_with_the_units_it_finished(tmp_path):
     fixed = R.ReferenceSpec("99_test", "fake", fake_run, seeds=3, rungs=(R.Rung("r", steps=2, fail_on=99),))
     ref = R.Reference.from_json(json.loads(run_spec(fixed, tmp_path, workers=1).read_text()))
     assert ref.rung("r").values("mean")[0] == -1.0 and [run["steps"] for run in ref.rung("r").runs[1:]] == [2, 2]
+
+
+SHIFT = [0.0]  # what fake_shifted_run adds: a code change that moves the numbers, or not
+
+
+def fake_shifted_run(seed: int, steps: int) -> dict:
+    return {"value": seed * steps + SHIFT[0]}
+
+
+def test_restamp_takes_a_new_fingerprint_only_when_the_first_seed_of_every_rung_regenerates_equal(tmp_path):
+    spec = R.ReferenceSpec("99_test", "shift", fake_shifted_run, seeds=3, rungs=(R.Rung("a", steps=2), R.Rung("b", steps=5)))
+    path = run_spec(spec, tmp_path / "stored", workers=1)
+    stored = json.loads(path.read_text())
+    stored["provenance"]["code"] = {"qalib/gone.py": {"functions": ["f"], "sha256": "0"}}  # as if the code changed
+    path.write_text(json.dumps(stored))
+    SHIFT[0] = 0.5  # ... and it moves the numbers: nothing is written
+    diffs = restamp(spec, tmp_path / "stored", 1, tmp_path / "scratch1")
+    assert diffs == ["a: seed 0 gives other numbers", "b: seed 0 gives other numbers"]
+    assert json.loads(path.read_text()) == stored
+    SHIFT[0] = 0.0  # a change that moves nothing: the new fingerprint, and a note saying why
+    assert restamp(spec, tmp_path / "stored", 1, tmp_path / "scratch2") == []
+    after = json.loads(path.read_text())
+    assert after["rungs"] == stored["rungs"] and "qalib/gone.py" not in after["provenance"]["code"]
+    assert FP.changed(after["provenance"]["code"]) == []
+    assert "regenerated" in after["provenance"]["restamped"][0]["evidence"]
+
+
+@pytest.fixture(autouse=True)
+def _no_shift():
+    yield
+    SHIFT[0] = 0.0
 
 
 def test_specs_are_checked_and_a_missing_reference_says_how_to_make_it(tmp_path, monkeypatch):
@@ -142,7 +179,7 @@ def test_a_stored_reference_is_fresh(path):
     """Its spec is the one in the code, and the code it ran has not changed since it was generated."""
     ref = R.Reference.from_json(json.loads(path.read_text()))
     spec = next(s for s in all_specs() if (s.notebook, s.name) == (ref.notebook, ref.name))
-    assert ref.config == json.loads(json.dumps(spec.config())), (
+    assert ref.config == stored_config(spec), (
         f"{path}: the spec changed since it was generated; run `make reference NB={ref.notebook[:2]}`")
     stale = FP.changed(ref.provenance["code"])
     assert not stale, f"{path} is stale: {'; '.join(stale)}; run `make reference NB={ref.notebook[:2]}`"

@@ -133,3 +133,15 @@ def test_fit_gives_weight_decay_to_the_named_group_only():
             groups = ([], [model.weight, model.bias])
         fit(model, zero, iter(range(3)), cfg, decay_groups=groups)
         assert (not torch.equal(model.weight, w0)) == weight_moves and torch.equal(model.bias, b0)
+
+
+def test_on_step_returning_true_stops_the_run_and_keeps_every_loss():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x, y = torch.randn(64, 3), torch.randn(64, 1)
+    loss_fn = lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1])  # noqa: E731
+    cfg = TrainConfig(steps=50, lr=1e-2, warmup=0, log_every=10, device="cpu")
+    hist = fit(model, loss_fn, ((x, y) for _ in range(50)), cfg, on_step=lambda h, step, m, b: step == 16)
+    assert hist.stopped_early == 17 and len(hist.step_loss) == 17 and not model.training
+    full = fit(torch.nn.Linear(3, 1), loss_fn, ((x, y) for _ in range(50)), cfg, on_step=lambda *a: None)
+    assert full.stopped_early is None and len(full.step_loss) == 50

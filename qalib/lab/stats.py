@@ -2,6 +2,8 @@
 
     r = paired_interval(a, b)     # a, b: one value per seed, paired (the same seed, the same data stream)
     r["mean"], r["low"], r["high"]  # the mean paired difference and its two-sided 95% Student-t interval
+    d = paired_difference(a, b, "LayerNorm", "RMSNorm")   # the same as a typed value that names its two sides
+    d.mean, d.low, d.high, d.excludes_zero, str(d)
 
 A "no difference" statement needs an interval, not a threshold equal to the noise: an interval that contains 0 but
 is wider than the effect says only that the run cannot tell.
@@ -10,6 +12,7 @@ is wider than the effect says only that the run cannot tell.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,6 +33,41 @@ def paired_interval(a, b) -> dict:
     half = t * float(d.std(ddof=1)) / math.sqrt(len(d))
     return {"diffs": d, "mean": float(d.mean()), "low": float(d.mean()) - half, "high": float(d.mean()) + half,
             "half_width": half}
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """a minus b, seed by seed, and the two-sided 95% Student-t interval of the mean difference. half_width is the
+    run's resolution: an interval that contains 0 rules out only effects larger than about half_width."""
+
+    a: str
+    b: str
+    diffs: np.ndarray  # (n_seeds,)
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def n(self) -> int:
+        return len(self.diffs)
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def __str__(self) -> str:
+        return (f"{self.a} minus {self.b}: {self.mean:+.3f}, 95% interval [{self.low:+.3f}, {self.high:+.3f}] "
+                f"over {self.n} paired seeds")
+
+
+def paired_difference(a, b, a_name: str = "a", b_name: str = "b") -> PairedDifference:
+    """paired_interval(a, b) as a PairedDifference that names its two sides."""
+    r = paired_interval(a, b)
+    return PairedDifference(a_name, b_name, r["diffs"], r["mean"], r["low"], r["high"])
 
 
 def binomial_tolerance(p: float, n: int, z: float = 4.0) -> float:

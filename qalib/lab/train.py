@@ -98,6 +98,7 @@ class History:
     entropy_step: list[int] = field(default_factory=list)
     attn_entropy: list[list[float]] = field(default_factory=list)      # per logged step: mean entropy per layer (nats)
     step_loss: list[float] = field(default_factory=list)                # the training loss at every step
+    stopped_early: int | None = None  # the steps taken, when an on_step hook stopped the run before cfg.steps
 
     @property
     def first_loss(self) -> float:
@@ -164,16 +165,25 @@ def attention_entropy(model: MiniBert, batch: Batch) -> list[float]:
     return out
 
 
-def train(model: MiniBert, task, cfg: TrainConfig = TrainConfig()) -> History:
+def train(model: MiniBert, task, cfg: TrainConfig = TrainConfig(), *,
+          on_step: Callable[[History, int, torch.nn.Module, object], None] | None = None) -> History:
     """Train a MiniBert (or a model with its interface, like notebook 13's RecurrentLM) on fresh batches of a
-    qalib.lab.data task: the weights' other randomness (dropout) and the batches both seeded from cfg.seed."""
+    qalib.lab.data task: the weights' other randomness (dropout) and the batches both seeded from cfg.seed.
+    on_step as in fit (e.g. a held-out evaluation at checkpoints), after the entropy log of cfg.entropy_every."""
     device = get_device(cfg.device)
     model.to(device)
     torch.manual_seed(cfg.seed)  # dropout masks
     data_gen = torch.Generator().manual_seed(cfg.seed)
     batches = (task.batch(cfg.batch_size, data_gen) for _ in range(cfg.steps))
-    on_step = partial(_log_entropy, every=cfg.entropy_every, last=cfg.steps - 1) if cfg.entropy_every else None
-    return fit(model, partial(task_loss, device=device), batches, cfg, on_step=on_step)
+    hooks = [partial(_log_entropy, every=cfg.entropy_every, last=cfg.steps - 1)] if cfg.entropy_every else []
+    hooks += [on_step] if on_step is not None else []
+    return fit(model, partial(task_loss, device=device), batches, cfg,
+               on_step=partial(_each, hooks) if len(hooks) > 1 else (hooks[0] if hooks else None))
+
+
+def _each(hooks, *args) -> None:
+    for hook in hooks:
+        hook(*args)
 
 
 def task_loss(model: MiniBert, batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,7 +219,7 @@ def fit(model: torch.nn.Module, loss_fn: LossFn, batches: Iterable, cfg: TrainCo
     decay_groups = (decay, no_decay), to exactly those (BERT's rule names biases and LayerNorm); clipping sums the
     parameters' norms in the order of model.parameters(), or of decay + no_decay when the groups are given.
     on_step(history, step, model, batch) runs after each step's update (probes, entropy logs); it may switch the
-    model to eval mode and must switch it back. The caller seeds the weights and the batches. The model comes back
+    model to eval mode and must switch it back; returning True stops training there (history.stopped_early). The caller seeds the weights and the batches. The model comes back
     in eval mode. FloatingPointError names the first step whose loss is NaN or inf."""
     device = get_device(cfg.device)
     with training_threads(cfg, device):
@@ -257,9 +267,14 @@ def _fit(model, loss_fn, batches, cfg: TrainConfig, device: torch.device, on_ste
             hist.loss.append(losses[-1])
             if acc is not None:
                 hist.accuracy.append(float(acc))
-        if on_step is not None:
-            on_step(hist, step, model, batch)
-    if step + 1 < cfg.steps:
+        if on_step is not None and on_step(hist, step, model, batch) is True:
+            hist.stopped_early = step + 1  # the hook said stop (e.g. the task is solved): steps actually taken
+            if unread_losses:  # the steps since the last log step
+                losses = torch.stack(unread_losses).float().tolist()
+                raise_if_not_finite(losses, step - len(losses) + 1)
+                hist.step_loss += losses
+            break
+    if step + 1 < cfg.steps and hist.stopped_early is None:
         raise ValueError(f"batches ran out after {step + 1} of TrainConfig.steps = {cfg.steps} steps")
     model.eval()
     return hist
