@@ -172,3 +172,25 @@ def test_checkpoint_norm_tensors_reads_layernorms_and_finds_batchnorm_state(tmp_
     assert r["layer_norms"] == ["encoder.layer.0.output.LayerNorm"] and r["ln_shapes"] == [(4,)]
     assert r["running_stats"] == ["encoder.layer.0.bn.num_batches_tracked", "encoder.layer.0.bn.running_mean"]
     assert r["n_tensors"] == 4
+
+
+def test_the_unigram_level_and_the_gate_of_the_norm_experiment():
+    from qalib.topics.nb06_layernorm_vs_batchnorm.experiment import (GATE_MARGIN, context_gate, experiment_setup,
+                                                                     unigram_level)
+    level = unigram_level(experiment_setup(1)[2], n_sentences=2048)
+    assert 2.9 < level < 3.33  # below ln 28 (28 content tokens, uniform), above what a skewed chain could reach
+    assert context_gate(level - GATE_MARGIN - 0.01, level).passed
+    assert not context_gate(level - GATE_MARGIN + 0.01, level).passed
+
+
+def test_one_reference_seed_of_the_norms_and_its_summary(tmp_path):
+    from qalib.lab.reference import Reference, RungResult
+    from qalib.topics.nb06_layernorm_vs_batchnorm.experiment import NORM_LABELS, reference_seed, summarize_reference
+    runs = [reference_seed(seed, steps=6, lr=6e-3) for seed in (0, 1)]
+    assert set(runs[0]) == set(NORM_LABELS) and runs[0]["layer"]["fluctuation"] is None
+    assert runs[0]["batch"]["fluctuation"] > 0 and runs[0]["layer"]["batch_size_1_gap"] == pytest.approx(0, abs=1e-5)
+    ref = Reference("06_layernorm_vs_batchnorm", "norms", {}, {"live": RungResult("live", {"steps": 6, "lr": 6e-3},
+                                                                                   [0, 1], runs)}, {})
+    (rung,) = summarize_reference(ref)
+    assert rung.values("layer", "held_out_loss").shape == (2,) and rung.curves["none"].shape[0] == 2
+    assert rung.learned_share("layer") == 0.0  # six steps learn nothing: the gate says so

@@ -19,13 +19,17 @@ import torch
 
 from qalib.lab.data import IGNORE, N_SPECIAL, PAD, SEP, Batch, SyntheticLanguage, mask_tokens, with_cls_sep
 from qalib.lab.device import one_thread
+from qalib.lab.gate import Gate, learned, learned_share
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import PairedDifference, paired_difference
 from qalib.lab.train import TrainConfig, layer_grad_norms, loss_and_accuracy, train
 from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.norms import TokenBatchNorm
 from qalib.nn.validate import choices, int_in, seed_list
+from qalib.notebook.claims import above, at_least, at_most, below, check
 from qalib.notebook.drawing import seed_band
 
 NORM_LABELS = {"layer": "LayerNorm", "batch": "BatchNorm (pads included)", "batch_masked": "BatchNorm (pads masked)",
@@ -63,14 +67,36 @@ class PaddedMLMTask:
         return Batch(corrupted, torch.zeros_like(corrupted), real.long(), labels, "token")
 
 
+LIVE_STEPS = 300  # the live run: every variant already well below the unigram level (the gate), ~15 s on 2 cores
+
+
 def experiment_setup(scale: int = 1):
-    """(model config, train config, task) of the experiment; scale > 1 for a GPU: wider, deeper, longer."""
+    """(model config, train config, task) of the experiment. scale > 1 (a GPU) trains the same model scale times
+    longer: the reference's "4x" rung at scale 4, so its checks are tried on the CPU too (make reference NB=06)."""
     int_in("scale", scale, 1)
     language = SyntheticLanguage(vocab_size=32, branching=2, lag=4, p_lag=0.0, seed=0)
-    cfg = MiniBertConfig(vocab_size=32, d_model=32 * scale, n_layers=2 if scale == 1 else 4, n_heads=4,
-                         d_ff=64 * scale, max_len=64)
-    tcfg = TrainConfig(steps=100 * scale, batch_size=32, lr=6e-3, warmup=10, log_every=5)
+    cfg = MiniBertConfig(vocab_size=32, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=64)
+    tcfg = TrainConfig(steps=LIVE_STEPS * scale, batch_size=32, lr=6e-3, warmup=10, log_every=5 * scale)
     return cfg, tcfg, PaddedMLMTask(language)
+
+
+def unigram_level(task: PaddedMLMTask, n_sentences: int = 4096, seed: int = 5) -> float:
+    """The loss of predicting every masked token from the token frequencies alone (nats): the entropy of the
+    masked targets' distribution, counted on n_sentences fresh sentences. A model at this level ignores its
+    context; the learned-or-not gate asks for a loss well below it."""
+    labels = task.batch(n_sentences, torch.Generator().manual_seed(seed)).labels
+    counts = torch.bincount(labels[labels != IGNORE]).double()
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * p.log()).sum())
+
+
+GATE_MARGIN = 0.5  # nats below the unigram level: the model predicts from context, not from frequencies
+
+
+def context_gate(held_out_loss: float, unigram: float) -> Gate:
+    """The learned-or-not gate of this task: held-out masked-LM loss (eval mode) below the unigram level by 0.5 nats."""
+    return learned("held-out masked-LM loss (nats)", held_out_loss, baseline=unigram,
+                   baseline_name="the unigram level", margin=GATE_MARGIN, higher_is_better=False)
 
 
 class _BatchStatRecorder:
@@ -174,6 +200,9 @@ def run_norm_experiment(norms=("layer", "batch", "batch_masked", "rms", "none"),
     return exp
 
 
+HELD_OUT = 10_000  # seed k's held-out sentences come from generator seed HELD_OUT + k: they move with the seeds
+
+
 def _train_runs(job: tuple[str, tuple[int, ...]], cfg, tcfg, task, device) -> list[dict]:
     """A norm's runs, one dict per seed (as _train_one): the seeds as one batched run (train_seeds), or BatchNorm's
     single seed solo."""
@@ -182,9 +211,10 @@ def _train_runs(job: tuple[str, tuple[int, ...]], cfg, tcfg, task, device) -> li
         return [_train_one((norm, seed), cfg, tcfg, task, device) for seed in seeds]
     run = train_seeds(cfg.replace(norm=norm), task, list(seeds), tcfg.replace(device=device))
     outs = []
-    for model, hist in zip(run.models, run.histories):
+    for seed, model, hist in zip(seeds, run.models, run.histories):
         model.cpu()
-        outs.append({"step": hist.step, "loss": hist.loss, "gaps": eval_gaps(model, task), "model": model})
+        outs.append({"step": hist.step, "loss": hist.loss, "gaps": eval_gaps(model, task, seed=HELD_OUT + seed),
+                     "model": model})
     return outs
 
 
@@ -199,19 +229,22 @@ def _train_one(run: tuple[str, int], cfg, tcfg, task, device) -> dict:
     model.cpu()
     for r in recs:
         r.handle.remove()
-    out = {"step": hist.step, "loss": hist.loss, "gaps": eval_gaps(model, task), "model": model}
+    out = {"step": hist.step, "loss": hist.loss, "gaps": eval_gaps(model, task, seed=HELD_OUT + seed), "model": model}
     if recs:  # (layers, steps) -> mean over layers
         out["fluct_mean"] = np.mean([r.mean_dev for r in recs], axis=0)
         out["fluct_std"] = np.mean([r.std_dev for r in recs], axis=0)
     return out
 
 
-def plot_loss_curves(fig, exp: NormExperiment):
+def plot_loss_curves(fig, exp: NormExperiment, unigram: float | None = None):
+    """Each norm's training loss (mean over seeds, min-max band); unigram: the level of a model that ignores context."""
     ax = fig.add_subplot()
     for norm in exp.norms:
         c = exp.loss[norm]
         label = f"{NORM_LABELS[norm]} ({c.mean(0)[-1]:.2f})"
         seed_band(ax, exp.step, c, alpha=0.2, color=NORM_COLOURS[norm], label=label)
+    if unigram is not None:
+        ax.axhline(unigram, color="grey", ls=":", lw=1, label=f"unigram level ({unigram:.2f})")
     ax.set(xlabel="training step", ylabel="masked-LM loss (nats)",
            title=f"Mini-BERT on padded masked LM: mean and min-max over {len(exp.seeds)} seeds")
     ax.legend(fontsize=8)
@@ -227,6 +260,153 @@ def plot_fluctuation(fig, exp: NormExperiment):
             title="Batch mean vs running mean", yscale="log")
     ax2.set(xlabel="training step", ylabel="|batch std / running std - 1|", title="Batch std vs running std", yscale="log")
     ax1.legend(fontsize=8)
+
+
+# -- the reference: the same runs with 20 paired seeds, at three budgets and two initialisations -----------------
+def reference_seed(seed: int, steps: int, lr: float, init_std: float | None = None) -> dict:
+    """One seed of the reference: every norm trained `steps` steps at rate `lr` from the same seed (the same initial
+    draw and the same batches), then measured on held-out sentences as in the live run.
+    -> {norm: {"held_out_loss": eval mode, "final_train_loss": mean of the last 3 logged, "train_eval_gap",
+    "batch_size_1_gap": train mode one sentence at a time minus eval mode, "extra_pad_change": mean |change| of the
+    real tokens' hidden states with 8 more [PAD] columns, "fluctuation": |batch mean - running mean| / running std
+    over the last 50 steps (BatchNorms; None otherwise), "steps", "loss": the logged training loss}}"""
+    cfg, tcfg, task = experiment_setup(1)
+    cfg = cfg if init_std is None else cfg.replace(init_std=init_std)
+    tcfg = tcfg.replace(steps=steps, lr=lr, log_every=max(5, steps // 40))
+    out = {}
+    for norm in NORM_LABELS:
+        r = _train_one((norm, seed), cfg, tcfg, task, "cpu")
+        g = r["gaps"]
+        out[norm] = {"held_out_loss": g["eval"], "final_train_loss": float(np.mean(r["loss"][-3:])),
+                     "train_eval_gap": g["train_mode"] - g["eval"],
+                     "batch_size_1_gap": g["batch_size_1_train_mode"] - g["batch_size_1_eval"],
+                     "extra_pad_change": g["hidden_change_extra_pad"],
+                     "fluctuation": float(np.mean(r["fluct_mean"][-50:])) if "fluct_mean" in r else None,
+                     "steps": list(r["step"]), "loss": [round(float(x), 4) for x in r["loss"]]}
+    return out
+
+
+@dataclass(frozen=True)
+class NormRung:
+    """One rung of the reference, per norm: arrays over the seeds, in seed order (so they pair across norms)."""
+
+    name: str
+    steps: int
+    lr: float
+    init: str                               # "0.02" (BERT's, the live run's) or "d^-1/2"
+    unigram: float                          # the task's unigram level (nats)
+    metrics: dict[str, dict[str, np.ndarray]]  # norm -> metric name (reference_seed's keys) -> (seeds,)
+    gates: dict[str, list[Gate]]            # norm -> per seed: context_gate on the held-out loss
+    curve_steps: np.ndarray                 # (logged,)
+    curves: dict[str, np.ndarray]           # norm -> (seeds, logged) training loss
+
+    def values(self, norm: str, metric: str) -> np.ndarray:
+        return self.metrics[norm][metric]
+
+    def learned_share(self, norm: str) -> float:
+        return learned_share(self.gates[norm])
+
+    def learned(self, *norms: str) -> np.ndarray:
+        """(seeds,) bool: every one of these norms' runs passed the gate in that seed."""
+        return np.array([all(self.gates[n][i].passed for n in norms) for i in range(len(self.gates[norms[0]]))])
+
+    def paired(self, a: str, b: str, metric: str = "held_out_loss", gate_on: tuple[str, ...] | None = None
+               ) -> PairedDifference:
+        """a's metric minus b's, on the seeds where both passed the gate (or only the norms in gate_on: a slow
+        control that has not learned yet still counts against a baseline that has)."""
+        keep = self.learned(*(gate_on or (a, b)))
+        return paired_difference(self.values(a, metric)[keep], self.values(b, metric)[keep], NORM_LABELS[a],
+                                 NORM_LABELS[b])
+
+
+def summarize_reference(ref) -> list[NormRung]:
+    """The stored reference (qalib.lab.reference.Reference) as one NormRung per rung, in the spec's order."""
+    unigram = unigram_level(experiment_setup(1)[2])
+    metrics = ("held_out_loss", "final_train_loss", "train_eval_gap", "batch_size_1_gap", "extra_pad_change")
+    out = []
+    for rung in ref.rungs.values():
+        m = {n: {k: rung.values(n, k) for k in metrics} for n in NORM_LABELS}
+        for n in ("batch", "batch_masked"):
+            m[n]["fluctuation"] = rung.values(n, "fluctuation")
+        init = "0.02" if rung.kwargs.get("init_std") is None else "d^-1/2"
+        out.append(NormRung(rung.name, int(rung.kwargs["steps"]), float(rung.kwargs["lr"]), init, unigram, m,
+                            {n: [context_gate(v, unigram) for v in m[n]["held_out_loss"]] for n in NORM_LABELS},
+                            np.array(rung.runs[0]["layer"]["steps"]),
+                            {n: rung.values(n, "loss") for n in NORM_LABELS}))
+    return out
+
+
+NORMED = ("layer", "rms", "batch", "batch_masked")  # the variants the lesson reads; no norm is the slow control
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 06 makes on its reference run (the runner makes them on every regeneration too)."""
+    rungs = {r.name: r for r in summarize_reference(ref)}
+    live, ref_ = rungs["live"], rungs["reference"]
+    shares = {name: min(r.learned_share(n) for n in NORMED) for name, r in rungs.items()}
+    check(f"the gate: at every budget and both initialisations every normed run learned (held-out loss more than "
+          f"{GATE_MARGIN} nats below the unigram level, {live.unigram:.2f}); only learned runs are compared",
+          at_least(min(shares.values()), 1.0), shares)
+    none_live = live.paired("none", "layer", gate_on=("layer",))
+    check(f"{live.steps} steps: no norm ends above LayerNorm (paired 95% interval of the held-out loss difference "
+          "entirely above 0.5 nats)", above(none_live.low, 0.5), str(none_live))
+    none_ref = ref_.paired("none", "layer", gate_on=("layer",))
+    check(f"by {ref_.steps} steps no norm has caught up with LayerNorm to within 0.1 nats (the interval lies inside "
+          "[-0.1, +0.1])",
+          above(none_ref.low, -0.1) & below(none_ref.high, 0.1), str(none_ref))
+    bn = [r.paired("batch_masked", "layer") for r in (live, rungs["4x"])]
+    check("BatchNorm with pads masked trains faster than LayerNorm: its held-out loss is lower at 300 and 1200 steps "
+          "(both intervals entirely below 0)", below(max(d.high for d in bn), 0), [str(d) for d in bn])
+    rms = [r.paired("rms", "layer") for r in rungs.values()]
+    check("RMSNorm and LayerNorm cannot be told apart at any budget or initialisation: every interval contains 0 and "
+          "lies inside [-0.1, +0.1] (so no difference larger than 0.1 nats)",
+          at_most(max(d.low for d in rms), 0) & at_least(min(d.high for d in rms), 0)
+          & above(min(d.low for d in rms), -0.1) & below(max(d.high for d in rms), 0.1), [str(d) for d in rms])
+    bs1 = np.concatenate([r.values(n, "batch_size_1_gap")[r.learned(n)] for r in rungs.values()
+                          for n in ("batch", "batch_masked")])
+    check("outside the batch, at every budget and initialisation: a sentence alone in train mode loses more than 0.1 "
+          "nats against eval mode, in every learned BatchNorm run", above(bs1.min(), 0.1),
+          {"min": bs1.min(), "median": float(np.median(bs1))})
+    pads = np.concatenate([r.values("batch", "extra_pad_change")[r.learned("batch")] for r in rungs.values()])
+    check("8 extra [PAD] columns move the real tokens' hidden states of pads-included BatchNorm by more than 0.05, in "
+          "every learned run", above(pads.min(), 0.05), {"min": pads.min(), "median": float(np.median(pads))})
+    fl = [r.paired("batch", "batch_masked", "fluctuation") for r in rungs.values()]
+    check("counting the pads makes the batch mean wander further from the running mean than masking them (every "
+          "interval above 0), and both stay under 0.1 running std in the median run",
+          above(min(d.low for d in fl), 0) & below(max(float(np.median(r.values(n, "fluctuation")))
+                                                      for r in rungs.values() for n in ("batch", "batch_masked")), 0.1),
+          [str(d) for d in fl])
+
+
+def plot_reference(fig, ref) -> None:
+    """Left: each norm's held-out loss against the budget (median over seeds, middle half shaded); the other
+    initialisation at the reference budget as open markers. Right: the reference budget's training curves (median)."""
+    rungs = summarize_reference(ref)
+    main = [r for r in rungs if r.init == "0.02"]
+    other = [r for r in rungs if r.init != "0.02"]
+    ax, ax_curve = fig.subplots(1, 2)
+    steps = np.array([r.steps for r in main])
+    for i, norm in enumerate(NORM_LABELS):
+        c = NORM_COLOURS[norm]
+        q25, q50, q75 = (np.array([np.percentile(r.values(norm, "held_out_loss"), q) for r in main]) for q in (25, 50, 75))
+        ax.plot(steps, q50, "o-", color=c, label=NORM_LABELS[norm])
+        ax.fill_between(steps, q25, q75, color=c, alpha=0.15, lw=0)
+        for r in other:  # beside the last budget, one step right per norm, so equal values do not hide each other
+            ax.plot([r.steps * (1.1 + 0.06 * i)], [np.median(r.values(norm, "held_out_loss"))], "o", mfc="none", color=c)
+        ref_rung = main[-1]
+        ax_curve.plot(ref_rung.curve_steps, np.median(ref_rung.curves[norm], axis=0), color=c, lw=1.2,
+                      label=NORM_LABELS[norm])
+    for a in (ax, ax_curve):
+        a.axhline(main[0].unigram, color="grey", ls=":", lw=1, label="unigram level (ignores context)")
+    ax.set_xscale("log")
+    ax.set_xticks(steps, [str(x) for x in steps])
+    ax.minorticks_off()
+    n = len(main[0].gates["layer"])
+    ax.set(xlabel=f"training steps (open markers: init std {other[0].init})" if other else "training steps",
+           ylabel="held-out masked-LM loss (nats)", title=f"median over {n} seeds, middle half shaded")
+    ax_curve.set(xlabel="training step", ylabel="training loss (nats)",
+                 title=f"{main[-1].steps} steps: median training curve")
+    ax.legend(fontsize=8)
 
 
 # -- Post-LN vs Pre-LN ----------------------------------------------------------------------
@@ -362,3 +542,14 @@ def batch_independence(model: MiniBert, tokenizer, first: str, second: str) -> d
     diff = max(float((alone[k][0] - together[k][0, :ta]).abs().max()) for k in keys)
     return {"max_diff": diff, "layers": len(keys), "pad_share": 1 - (ta + tb) / (2 * tb),
             "has_running_stats": any("running_mean" in k for k in model.state_dict())}
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "06_layernorm_vs_batchnorm", "norms", reference_seed, seeds=20,
+        rungs=(Rung("live", steps=LIVE_STEPS, lr=6e-3), Rung("4x", steps=4 * LIVE_STEPS, lr=6e-3),
+               Rung("reference", steps=3200, lr=3e-3),
+               Rung("reference, init d^-1/2", steps=3200, lr=3e-3, init_std=32 ** -0.5)),
+        lesson="how the five norms train and what BatchNorm costs outside its batch, at three budgets and two "
+               "initialisations, over 20 paired seeds", claims=reference_claims),
+]
