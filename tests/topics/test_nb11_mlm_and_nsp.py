@@ -181,3 +181,22 @@ def test_masking_demo_rejects_impossible_shares():
 def test_word_pieces_the_font_cannot_draw_are_escaped():
     assert pt._drawable("élan##s") == "élan##s"
     assert pt._drawable("川") == "\\u5ddd"  # CJK: not in DejaVu Sans Mono, shown as an escape, not a box
+
+
+def test_the_one_neighbour_level_and_the_gate():
+    from qalib.topics.nb11_mlm_and_nsp.experiment import experiment_language, mlm_gate, one_neighbour_accuracy
+    lang = experiment_language()
+    assert one_neighbour_accuracy(lang) == pytest.approx(0.5)  # two successors, equally likely, all distinct
+    assert mlm_gate(0.61, lang).passed and not mlm_gate(0.59, lang).passed
+
+
+def test_one_reference_seed_of_the_masking_rules_and_its_summary():
+    from qalib.lab.reference import Reference, RungResult
+    from qalib.topics.nb11_mlm_and_nsp.experiment import VARIANTS, reference_seed, summarize_reference
+    runs = [reference_seed(seed, steps=4, lr=3e-3) for seed in (0, 1)]
+    assert set(runs[0]) == {"untrained", *VARIANTS} and len(runs[0]["80/10/10"]["loss"]) >= 2
+    ref = Reference("11_mlm_and_nsp", "masking", {}, {"live": RungResult("live", {"steps": 4, "lr": 3e-3}, [0, 1], runs)}, {})
+    (rung,) = summarize_reference(ref)
+    assert rung.values("untrained", "probe_own").shape == (2,) and not rung.learned().any()
+    d = rung.paired("masked_acc", only_learned=False)
+    assert d.n == 2 and d.low <= d.mean <= d.high
