@@ -1,3 +1,4 @@
+import math
 import matplotlib
 
 matplotlib.use("Agg")
@@ -141,3 +142,35 @@ def test_the_cost_view_keeps_every_curve_the_demo_can_draw_on_its_fixed_axes():
     for d in (16, 1024):
         curves = np.log10(np.concatenate(list(rc.cost_view(n=8, d=d)["curves"].values())))
         assert rc.COST_VIEW[0] <= curves.min() and curves.max() <= rc.COST_VIEW[1]
+
+
+def test_gate_biases_start_a_cell_holding_its_state():
+    from qalib.topics.nb13_attention_vs_recurrence.compute import RecurrentLM
+    h = 64
+    gru = RecurrentLM("gru", gate_init="chrono", t_max=100).rnn
+    z = (gru.bias_ih_l0[h:2 * h] + gru.bias_hh_l0[h:2 * h]).detach()  # the update gate's bias: keep the state
+    assert float(z.min()) >= 0 and float(z.max()) <= math.log(99) + 1e-6
+    lstm = RecurrentLM("lstm", gate_init="forget_bias_1").rnn
+    assert torch.allclose(lstm.bias_ih_l0[h:2 * h] + lstm.bias_hh_l0[h:2 * h], torch.ones(h))
+    default = RecurrentLM("gru").rnn
+    assert float(default.bias_ih_l0.detach().abs().max()) <= h ** -0.5  # PyTorch's uniform(-1/sqrt(h), 1/sqrt(h))
+    with pytest.raises(ValueError, match="for an LSTM"):
+        RecurrentLM("gru", gate_init="forget_bias_1")
+    with pytest.raises(ValueError, match="gate_init"):
+        RecurrentLM("gru", gate_init="warm")
+
+
+def test_a_recall_curve_stops_once_solved_and_steps_to_solve_reads_the_reference():
+    from qalib.lab.reference import Reference, RungResult
+    from qalib.topics.nb13_attention_vs_recurrence.experiment import (REFERENCE_DISTANCES, SOLVED, recall_curve,
+                                                                      steps_to_solve)
+    c = recall_curve("attention", 4, seed=0, steps=400)
+    assert c["solved_step"] is not None and c["steps"][-1] == c["solved_step"] and c["accuracy"][-1] > SOLVED
+    assert all(a <= SOLVED for a in c["accuracy"][:-1])
+    never = recall_curve("gru", 16, seed=0, steps=25)
+    assert never["solved_step"] is None and never["steps"] == [25]
+    run = {"m": {str(d): (c if d == 4 else never) for d in REFERENCE_DISTANCES}}
+    ref = Reference("13_attention_vs_recurrence", "recall", {}, {"r": RungResult("r", {"steps": 400}, [0, 1], [run, run])}, {})
+    res = steps_to_solve(ref)
+    assert res.solved_step["m"].shape == (len(REFERENCE_DISTANCES), 2) and np.isinf(res.solved_step["m"][1:]).all()
+    assert res.solved_within("m", c["solved_step"]).tolist() == [1.0, 0.0, 0.0, 0.0]

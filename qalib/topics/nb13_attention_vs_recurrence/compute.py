@@ -75,13 +75,15 @@ class RecurrentLM(nn.Module):
     """Embedding -> torch.nn.GRU (or LSTM), one layer, left to right -> linear read-out. Same interface as MiniBert
     for qalib.lab.train: forward(input_ids, ...) -> .last_hidden_state, and mlm_logits(hidden)."""
 
-    def __init__(self, cell: str = "gru", vocab_size: int = VOCAB, hidden: int = WIDTH) -> None:
+    def __init__(self, cell: str = "gru", vocab_size: int = VOCAB, hidden: int = WIDTH, gate_init: str = "default",
+                 t_max: int = 64) -> None:
         super().__init__()
         choice("cell", cell, ("gru", "lstm"))
         self.cell = cell
         self.embeddings = nn.Embedding(vocab_size, hidden)  # named so that train.layer_grad_norms finds it
         self.rnn = (nn.GRU if cell == "gru" else nn.LSTM)(hidden, hidden, batch_first=True)
         self.head = nn.Linear(hidden, vocab_size)
+        set_gate_bias(self.rnn, choice("gate_init", gate_init, GATE_INITS), int_in("t_max", t_max, 2))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> RecurrentOutput:
         out, _ = self.rnn(self.embeddings(input_ids))  # (B, T, hidden): h_t for every t
@@ -91,22 +93,53 @@ class RecurrentLM(nn.Module):
         return self.head(hidden)
 
 
-def attention_config(max_len: int) -> MiniBertConfig:
+GATE_INITS = ("default", "chrono", "forget_bias_1")
+
+
+@torch.no_grad()
+def set_gate_bias(rnn: nn.GRU | nn.LSTM, gate_init: str, t_max: int) -> None:
+    """The gate biases that decide how long a fresh cell holds its state (the weights stay PyTorch's).
+
+    default        PyTorch's: every bias uniform in +-1/sqrt(hidden), so each gate starts near 1/2.
+    chrono         Tallec and Ollivier (2018): the keep gate's bias drawn as log(U(1, t_max - 1)), so the cell starts
+                   out holding its state for 1 to t_max steps (GRU: the update gate z, where h' = (1 - z) n + z h;
+                   LSTM: the forget gate, and the input gate's bias its negative).
+    forget_bias_1  LSTM only: forget-gate bias 1 (Jozefowicz et al. 2015; Keras's default)."""
+    h = rnn.hidden_size
+    if gate_init == "default":
+        return
+    if isinstance(rnn, nn.GRU):  # PyTorch's GRU biases: [reset | update z | new], each `hidden` long
+        if gate_init != "chrono":
+            raise ValueError(f"gate_init {gate_init!r} is for an LSTM; a GRU takes 'default' or 'chrono'")
+        rnn.bias_ih_l0[h:2 * h] = torch.log(torch.empty(h).uniform_(1, t_max - 1))
+        rnn.bias_hh_l0[h:2 * h] = 0.0
+        return
+    # PyTorch's LSTM biases: [input i | forget f | cell g | output o]
+    forget = torch.log(torch.empty(h).uniform_(1, t_max - 1)) if gate_init == "chrono" else torch.ones(h)
+    rnn.bias_ih_l0[h:2 * h], rnn.bias_hh_l0[h:2 * h] = forget, 0.0
+    if gate_init == "chrono":
+        rnn.bias_ih_l0[:h], rnn.bias_hh_l0[:h] = -forget, 0.0
+
+
+def attention_config(max_len: int, init_std: float = 0.1) -> MiniBertConfig:
     """One post-norm mini-BERT layer, d = 32, 1 head, d_ff = 64, learned positions up to max_len.
 
     No residual around the attention: the query token (a distractor) carries nothing the answer needs, and
     without x + Attn(x) the attended value is normalised to full size instead of being 1/n of a small update.
     With init std 0.1 (BERT's 0.02 starts the bilinear q.k slowly) it learns the task within the CPU budget."""
     return MiniBertConfig(vocab_size=VOCAB, d_model=WIDTH // 2, n_layers=1, n_heads=1, d_ff=WIDTH, max_len=max_len,
-                          residual=False, init_std=0.1)
+                          residual=False, init_std=init_std)
 
 
-def make_model(kind: str, max_len: int, seed: int = 0) -> nn.Module:
+def make_model(kind: str, max_len: int, seed: int = 0, gate_init: str = "default", init_std: float = 0.1) -> nn.Module:
     """A fresh model of `kind` seeded with `seed`. The attention layer is narrower (d = 32 against the GRU's 64) so
-    that the two have a similar number of parameters (printed by the notebook)."""
+    that the two have a similar number of parameters (printed by the notebook). gate_init: a recurrent cell's gate
+    biases (set_gate_bias; chrono's t_max is max_len); init_std: the attention model's weights (BERT's is 0.02)."""
     choice("kind", kind, KINDS)
     torch.manual_seed(seed_list("seed", [seed])[0])
-    return MiniBert(attention_config(max_len)) if kind == "attention" else RecurrentLM(kind)
+    if kind == "attention":
+        return MiniBert(attention_config(max_len, init_std))
+    return RecurrentLM(kind, gate_init=gate_init, t_max=max(2, max_len))
 
 
 def n_parameters(model: nn.Module) -> int:
@@ -135,7 +168,8 @@ def embedding_gradients(model: nn.Module, batch: Batch) -> torch.Tensor:
 
 
 @one_thread()
-def distance_gradients(kind: str = "gru", length: int = 257, seeds=(0, 1, 2), batch_size: int = 8) -> dict:
+def distance_gradients(kind: str = "gru", length: int = 257, seeds=(0, 1, 2), batch_size: int = 8,
+                       gate_init: str = "default") -> dict:
     """At initialisation, in float64 (the GRU's gradient falls below float32's range within a few hundred steps):
     grad (S, length) with grad[s, d] = ||dLoss/de|| of the token d steps back from the last position (d = 0 is the
     last token itself). Each seed has its own weights and its own batch of MarkedRecall(length - 1)."""
@@ -144,7 +178,7 @@ def distance_gradients(kind: str = "gru", length: int = 257, seeds=(0, 1, 2), ba
     seeds = seed_list("seeds", seeds)
     rows = []
     for seed in seeds:
-        model = make_model(kind, max_len=length, seed=seed).double()
+        model = make_model(kind, max_len=length, seed=seed, gate_init=gate_init).double()
         batch = MarkedRecall(length - 1).batch(int_in("batch_size", batch_size, 1, 512),
                                                torch.Generator().manual_seed(seed))
         rows.append(embedding_gradients(model, batch).detach().flip(0).numpy())  # flip: index = distance back
