@@ -53,10 +53,30 @@ def test_word_level_marks_unseen_words_unk_and_subwords_spell_them(small):
     assert tk.UNK not in tk.encode_lines(small["byte-level bpe"], [["fox∑"]])[0]
 
 
+def test_unigram_unknown_character_counts_as_unk_by_id(small):
+    """The unigram model keeps an unknown character's own text as the token and puts [UNK] only in the id: counted
+    by text, its [UNK] rate would be 0 whatever it met. Counted by id, it hits [UNK] where WordPiece and BPE do."""
+    unigram = small["unigram"]
+    enc = unigram.encode(["fox∑"], is_pretokenized=True, add_special_tokens=False)
+    assert tk.UNK not in enc.tokens and "∑" in enc.tokens          # the text is the raw character ...
+    assert unigram.token_to_id(tk.UNK) in enc.ids                    # ... the id is [UNK]
+    pieces, unknown = tk.encode_marked(unigram, [["fox∑", "fox"]])
+    assert unknown[0][pieces[0].index("∑")] and not any(unknown[1])
+    folds = [[["fox∑", "fox"]], [["dog", "sox"]]]
+    for kind in ("wordpiece", "bpe", "unigram"):
+        assert tk.held_out_stats(small[kind], folds)["unk_rate"].tolist() == [0.5, 0.0], kind
+        assert tk.unk_words(small[kind], folds) == ["fox∑"], kind
+    assert tk.held_out_stats(small["byte-level bpe"], folds)["unk_rate"].tolist() == [0.0, 0.0]
+    row = tk.pieces_view("fox∑", {"unigram": unigram})["rows"]["unigram"]
+    assert row["unk"] == 1 and row["unknown"][row["pieces"].index("∑")]  # demo 1 draws its box as [UNK]
+
+
 def test_word_stats_and_folds():
-    stats = tk.word_stats([["a"], ["b", "##c"], [tk.UNK]])
+    stats = tk.word_stats([["a"], ["b", "##c"], ["°"]], [[False], [False, False], [True]])
     assert stats["tokens_per_word"] == pytest.approx(4 / 3) and stats["unk_rate"] == pytest.approx(1 / 3)
-    assert np.isnan(tk.word_stats([])["tokens_per_word"])
+    assert np.isnan(tk.word_stats([], [])["tokens_per_word"])
+    with pytest.raises(ValueError, match="unknown"):
+        tk.word_stats([["a"]], [])
     docs = [(f"d{i}", f"word{i} and more") for i in range(6)]
     folds = tk.held_out_folds(docs, n_folds=3)
     assert [len(f) for f in folds] == [2, 2, 2] and folds[0][0] == ["word0", "and", "more"]
@@ -67,6 +87,30 @@ def test_word_stats_and_folds():
 def test_unseen_characters_counts_words_outside_the_training_alphabet():
     res = tk.unseen_characters(["abc def"], ["abz", "cab"])
     assert res["words"] == 2 and res["with_unseen_char"] == 1
+
+
+def test_reached_points_draw_a_size_not_reached_once():
+    sizes, rows = tk.reached_points([500, 2000, 2979, 2979], np.arange(8).reshape(2, 4))
+    assert sizes.tolist() == [500, 2000, 2979] and rows.tolist() == [[0, 1, 2], [4, 5, 6]]
+
+
+def test_plot_tradeoff_draws_against_the_sizes_reached():
+    reached = {"word": np.array([500, 900, 900]), "wordpiece": np.array([500, 1000, 1100])}
+    rows = {k: np.ones((3, 2)) for k in reached}
+    fig = plt.figure()
+    tk.plot_tradeoff(fig, reached, rows, rows)
+    ax1, ax2, ax3 = fig.axes
+    assert ax1.lines[0].get_xdata().tolist() == [500, 900] and ax2.lines[1].get_xdata().tolist() == [500, 1000, 1100]
+    assert "reached" in ax1.get_xlabel() and ax1.lines[0].get_color() != ax1.lines[1].get_color()
+    fig.canvas.draw()
+    plt.close(fig)
+
+
+def test_unigram_size_reached_follows_the_em_steps_not_the_size_asked():
+    lines = tk.stdlib_corpus().lines("train")[:3000]
+    by_steps = te.unigram_sizes_by_em_steps(lines, 20000, em_steps=(1, 4))
+    assert by_steps[1] > by_steps[4] and by_steps[1] < 20000
+    assert te.unigram_sizes_by_em_steps(lines, 30000, em_steps=(4,)) == {4: by_steps[4]}
 
 
 def test_split_differences_and_overlap(small):

@@ -6,6 +6,7 @@ Pure functions over trained `tokenizers.Tokenizer` objects and plain numbers.
     words = bert_words(text)                       # BERT's BasicTokenizer words (lower-cased, no accents)
     folds = held_out_folds(corpus.held_out)        # held-out documents dealt into folds, as lines of BERT words
     held_out_stats(tokenizer, folds)               # tokens per word and [UNK] share of words, per fold
+    pieces, unknown = encode_marked(tokenizer, lines)  # each word's pieces, and which of them are [UNK] (by id)
     bert_base_params(vocab_size=30522)             # BERT-base's parameter count from its config's shapes
     verdicts(sizes, reached, tokens_per_word)      # a verdict per vocabulary size, from the numbers alone
     split_differences(tok_a, tok_b, words)         # the share of words two tokenizers split differently
@@ -32,7 +33,7 @@ from qalib.notebook.drawing import (Change, Panels, Update, bar_polygons, label_
                            points_to_pixels, set_limits, text_width)
 from qalib.nn.validate import int_in
 
-UNK = "[UNK]"
+UNK = "[UNK]"  # the unknown token of every tokenizer trained here and of MiniLM's; count it by id (encode_marked)
 # Modules whose docstrings (with pydoc's language-reference topics) make the corpus: plain-English documentation
 # that ships with every Python, so no download. Fixed and sorted, so the corpus depends only on the Python version.
 # pdb is left out: its docstrings are assembled at import time and differ inside a Jupyter kernel. No HTTP client
@@ -135,31 +136,39 @@ def line_words(text: str) -> list[list[str]]:
     return [words for words in (bert_words(line) for line in text.splitlines()) if words]
 
 
-def encode_lines(tokenizer: Tokenizer, lines: list[list[str]]) -> list[list[str]]:
-    """Each word's pieces under `tokenizer`, for lines already split into BERT words (line_words). A byte-level
-    tokenizer sees each word with its leading space, as inside running text: a word is one unit for every
-    tokenizer, so 'tokens per word' has one denominator."""
+def encode_marked(tokenizer: Tokenizer, lines: list[list[str]]) -> tuple[list[list[str]], list[list[bool]]]:
+    """Each word's pieces under `tokenizer`, for lines already split into BERT words (line_words), and for each
+    piece whether it is unknown: its id is the tokenizer's [UNK] id. The id decides, never the piece's text: a
+    unigram model keeps the raw unknown character as the text ('°') and puts [UNK] only in the id; WordPiece, BPE
+    and word-level models write '[UNK]' as the text too. A tokenizer with no [UNK] (byte-level BPE) marks nothing.
+    A byte-level tokenizer sees each word with its leading space, as inside running text: a word is one unit for
+    every tokenizer, so 'tokens per word' has one denominator."""
     if isinstance(tokenizer.pre_tokenizer, pre_tokenizers.ByteLevel):
         lines = [[" " + w for w in words] for words in lines]
-    out = []
+    unk_id = tokenizer.token_to_id(UNK)
+    pieces, unknown = [], []
     for words, enc in zip(lines, tokenizer.encode_batch(lines, is_pretokenized=True, add_special_tokens=False)):
-        out.extend(_by_word(enc, len(words)))
-    return out
+        p, u = _by_word(enc, len(words), unk_id)
+        pieces.extend(p)
+        unknown.extend(u)
+    return pieces, unknown
 
 
-def encode_words(tokenizer: Tokenizer, text: str) -> list[list[str]]:
-    """`text` as BERT words, each word's pieces under `tokenizer`."""
-    return encode_lines(tokenizer, line_words(text))
+def encode_lines(tokenizer: Tokenizer, lines: list[list[str]]) -> list[list[str]]:
+    """Each word's pieces under `tokenizer` (encode_marked without the [UNK] marks)."""
+    return encode_marked(tokenizer, lines)[0]
 
 
-def word_stats(pieces: list[list[str]]) -> dict:
-    """Tokens per word and the share of words that contain an [UNK] piece."""
+def word_stats(pieces: list[list[str]], unknown: list[list[bool]]) -> dict:
+    """Tokens per word and the share of words with an unknown piece (encode_marked's marks: by id, not text)."""
     n = len(pieces)
+    if len(unknown) != n:
+        raise ValueError(f"unknown must have one entry per word ({n}), got {len(unknown)}")
     if n == 0:
         return {"words": 0, "tokens": 0, "tokens_per_word": float("nan"), "unk_rate": float("nan")}
     tokens = sum(len(p) for p in pieces)
     return {"words": n, "tokens": tokens, "tokens_per_word": tokens / n,
-            "unk_rate": sum(UNK in p for p in pieces) / n}
+            "unk_rate": sum(any(u) for u in unknown) / n}
 
 
 def held_out_folds(documents, n_folds: int = N_FOLDS) -> list[list[list[str]]]:
@@ -174,16 +183,17 @@ def held_out_folds(documents, n_folds: int = N_FOLDS) -> list[list[list[str]]]:
 
 def held_out_stats(tokenizer: Tokenizer, folds) -> dict:
     """word_stats per fold (held_out_folds), as arrays (n_folds,)."""
-    stats = [word_stats(encode_lines(tokenizer, fold)) for fold in folds]
+    stats = [word_stats(*encode_marked(tokenizer, fold)) for fold in folds]
     return {k: np.array([s[k] for s in stats]) for k in ("words", "tokens", "tokens_per_word", "unk_rate")}
 
 
 def unk_words(tokenizer: Tokenizer, folds) -> list[str]:
-    """The held-out words (BERT words, lower-cased) that `tokenizer` turns into or through [UNK], in text order."""
+    """The held-out words (BERT words, lower-cased) that `tokenizer` turns into or through [UNK] (by id), in text
+    order."""
     out = []
     for fold in folds:
         words = [w for line in fold for w in line]
-        out.extend(w for w, pieces in zip(words, encode_lines(tokenizer, fold)) if UNK in pieces)
+        out.extend(w for w, unknown in zip(words, encode_marked(tokenizer, fold)[1]) if any(unknown))
     return out
 
 
@@ -201,16 +211,19 @@ def split_differences(tok_a: Tokenizer, tok_b: Tokenizer, words) -> dict:
         raise ValueError("words must not be empty")
     a = tok_a.encode(words, is_pretokenized=True, add_special_tokens=False)
     b = tok_b.encode(words, is_pretokenized=True, add_special_tokens=False)
-    split_a, split_b = _by_word(a, len(words)), _by_word(b, len(words))
+    split_a, split_b = _by_word(a, len(words))[0], _by_word(b, len(words))[0]
     differ = [(w, pa, pb) for w, pa, pb in zip(words, split_a, split_b) if pa != pb]
     return {"words": len(words), "differ": len(differ), "share": len(differ) / len(words), "examples": differ[:6]}
 
 
-def _by_word(enc, n: int) -> list[list[str]]:
+def _by_word(enc, n: int, unk_id: int | None = None) -> tuple[list[list[str]], list[list[bool]]]:
+    """An encoding's tokens grouped by word, and for each whether its id is unk_id."""
     pieces: list[list[str]] = [[] for _ in range(n)]
-    for token, word in zip(enc.tokens, enc.word_ids):
+    unknown: list[list[bool]] = [[] for _ in range(n)]
+    for token, token_id, word in zip(enc.tokens, enc.ids, enc.word_ids):
         pieces[word].append(token)
-    return pieces
+        unknown[word].append(unk_id is not None and token_id == unk_id)
+    return pieces, unknown
 
 
 def vocab_overlap(tok_a: Tokenizer, tok_b: Tokenizer) -> dict:
@@ -273,28 +286,48 @@ def verdicts(sizes, reached, tokens_per_word, unk_rate, d: int = 768) -> list[st
     return out
 
 
-def plot_tradeoff(fig, sizes, tokens_per_word: dict, unk_rate: dict, d: int = 768) -> None:
-    """One figure, three panels against the vocabulary size: held-out [UNK] rate, tokens per word (the score matrix
-    grows with its square), and the word table's share of a BERT-base-sized model. Lines are fold means, bands min-max."""
+# One colour and marker per kind, from qalib's colour-blind-safe palette (seaborn "colorblind"), markers as a second
+# cue: WordPiece blue, unigram orange.
+KIND_STYLE = {"word": ("0.25", "s"), "wordpiece": ("#0173b2", "o"), "bpe": ("#029e73", "^"),
+              "unigram": ("#de8f05", "D"), "byte-level bpe": ("#cc78bc", "v")}
+
+
+def reached_points(reached, rows) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct sizes reached (sizes,) in order, and the columns of rows (folds, sizes) that belong to them: a
+    size asked for but not reached repeats the last size reached (the corpus ran out), and is drawn once."""
+    reached, rows = np.asarray(reached), np.asarray(rows, dtype=float)
+    keep = np.r_[True, reached[1:] != reached[:-1]]
+    return reached[keep], rows[:, keep]
+
+
+def plot_tradeoff(fig, reached: dict, tokens_per_word: dict, unk_rate: dict, d: int = 768,
+                  reference: int = 30522) -> None:
+    """One figure, three panels against the vocabulary size each tokenizer reached (reached: kind -> (sizes,)):
+    held-out [UNK] rate, tokens per word (the score matrix grows with its square), and the word table's share of a
+    BERT-base-sized model at WordPiece's sizes reached, with BERT-base's own `reference` size marked. A size asked for
+    but not reached adds no point. Lines are fold means, bands min-max (rows: kind -> (sizes, folds))."""
     from qalib.notebook.drawing import seed_band
 
     ax1, ax2, ax3 = fig.subplots(1, 3)
-    colours = {kind: f"C{i}" for i, kind in enumerate(dict.fromkeys([*unk_rate, *tokens_per_word]))}
-    for kind, rows in unk_rate.items():
-        seed_band(ax1, sizes, 100 * np.asarray(rows).T, color=colours[kind], marker="o", label=kind)
-    ax1.set(xscale="log", xlabel="vocabulary size asked for", ylabel="held-out words hitting [UNK] (%)",
-            title="Out-of-vocabulary rate")
-    ax1.legend(fontsize=7)
-    for kind, rows in tokens_per_word.items():
-        seed_band(ax2, sizes, np.asarray(rows).T, color=colours[kind], marker="o", label=kind)
-    ax2.set(xscale="log", xlabel="vocabulary size asked for", ylabel="tokens per word (held-out)",
-            title="Sequence length (score matrix ~ its square)")
-    ax2.legend(fontsize=7)
-    v = np.geomspace(min(sizes), max(sizes), 50)
+    for ax, values, scale in ((ax1, unk_rate, 100), (ax2, tokens_per_word, 1)):
+        for i, (kind, rows) in enumerate(values.items()):
+            colour, marker = KIND_STYLE.get(kind, (f"C{i}", "o"))
+            x, y = reached_points(reached[kind], scale * np.asarray(rows).T)
+            seed_band(ax, x, y, color=colour, marker=marker, ms=5, label=kind)
+        ax.set(xscale="log", xlabel="vocabulary size reached")
+        ax.legend(fontsize=7)
+    ax1.set(ylabel="held-out words hitting [UNK] (%)", title="Out-of-vocabulary rate")
+    ax2.set(ylabel="tokens per word (held-out)", title="Sequence length (score matrix ~ its square)")
+    sizes = np.unique(reached["wordpiece"])
+    v = np.geomspace(sizes.min(), max(sizes.max(), reference), 50)
     ax3.plot(v, 100 * embedding_share(v, d=d), color="0.2")
-    ax3.plot(sizes, 100 * embedding_share(sizes, d=d), "o", color="0.2")
+    ax3.plot(sizes, 100 * embedding_share(sizes, d=d), KIND_STYLE["wordpiece"][1], color=KIND_STYLE["wordpiece"][0],
+             label="WordPiece, sizes reached")
+    ax3.plot([reference], 100 * embedding_share([reference], d=d), "*", color="0.2", ms=10,
+             label=f"BERT-base, {reference:,}")
     ax3.set(xscale="log", xlabel="vocabulary size V", ylabel="V x d / all parameters (%)",
             title=f"Word table's share (d = {d})")
+    ax3.legend(fontsize=7)
 
 
 # -- the demo's view ------------------------------------------------------------------------------------------
@@ -315,8 +348,9 @@ def pieces_view(text: str, tokenizers: dict, caption: str = "") -> dict:
     words = bert_words(text)
     rows = {}
     for name, tok in tokenizers.items():
-        pieces = [p for w in encode_words(tok, text) for p in w]
-        rows[name] = {"pieces": pieces, "count": len(pieces), "unk": pieces.count(UNK)}
+        by_word, marks = encode_marked(tok, line_words(text))
+        pieces, unknown = [p for w in by_word for p in w], [u for w in marks for u in w]
+        rows[name] = {"pieces": pieces, "unknown": unknown, "count": len(pieces), "unk": sum(unknown)}
     if not words:
         note += "Type a sentence: this text has no words once BERT's normaliser has cleaned it."
     elif len(text) > 0:
@@ -333,7 +367,7 @@ UNK_COLOUR, PIECE_COLOUR = "#fdb863", "#d1e5f0"
 
 
 def plot_pieces(fig, view: dict) -> Update:
-    """One row per tokenizer: its first pieces as boxes ([UNK] in orange), the token count at the right. Pieces,
+    """One row per tokenizer: its first pieces as boxes (pieces with the [UNK] id in orange), the token count at the right. Pieces,
     boxes and counts are glyph outlines in three live collections, so another sentence or size redraws only them
     over the kept axes (a Text per piece would cost milliseconds each)."""
     ax = fig.subplots()
@@ -358,14 +392,14 @@ def plot_pieces(fig, view: dict) -> Update:
         glyphs, frames, fills, places, count_paths, count_places = [], [], [], [], [], []
         for r, name in enumerate(names):
             row, x, shown = view["rows"][name], 0.0, 0
-            for piece in row["pieces"]:
+            for piece, unknown in zip(row["pieces"], row["unknown"]):
                 label = drawable(piece.replace("\u0120", "\u00b7"))  # byte-level BPE marks a leading space with Ġ
                 width = text_width(label, PIECE_SIZE) + 2 * _PIECE_PAD  # points
                 if x + width * per_point > PIECES_END:
                     break
                 glyphs.append(label_path(label, PIECE_SIZE, ha="center", va="center"))
                 frames.append(_piece_frame(width))
-                fills.append(UNK_COLOUR if piece == UNK else PIECE_COLOUR)
+                fills.append(UNK_COLOUR if unknown else PIECE_COLOUR)  # by id: unigram keeps the raw character
                 places.append((x + width * per_point / 2, r))
                 x, shown = x + (width + 2) * per_point, shown + 1
             more = row["count"] - shown

@@ -20,11 +20,11 @@ def tokenizer_demo(sweep: Sweep | None = None, real_tokenizer=None) -> Demo:
         chosen = {kind: sweep.tokenizers[(kind, size)] for kind in sweep.kinds}
         if real_tokenizer is not None:
             chosen["MiniLM (30,522)"] = real_tokenizer
-        return pieces_view(text, chosen, caption=f"trained tokenizers at vocabulary size {size:,}")
+        return pieces_view(text, chosen, caption=f"trained tokenizers asked for {size:,} entries")
 
     controls = {"text": W.Text(value=DEMO_TEXT, description="sentence", layout=W.Layout(width="60%")),
                 "size": W.Dropdown(options=list(sweep.sizes), value=sweep.sizes[len(sweep.sizes) // 2],
-                                   description="vocabulary size")}
+                                   description="size asked")}
     return Demo(compute, plot_pieces, controls, title="One sentence, every tokenizer", figsize=(10, 3.2))
 
 

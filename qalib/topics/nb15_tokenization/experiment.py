@@ -5,6 +5,7 @@ vocabulary size, on the stdlib corpus, with their held-out statistics; and the d
     sweep.tokenizers[("wordpiece", 8000)]           # a trained tokenizers.Tokenizer
     sweep.tokens_per_word["bpe"]                    # (sizes, folds) held-out tokens per word
     sweep.unk_rate["word"], sweep.reached["bpe"]    # (sizes, folds) [UNK] share of words; (sizes,) pieces reached
+    unigram_sizes_by_em_steps(lines, 32000)         # {EM steps per round: size reached}: why unigram stops short
 """
 
 from __future__ import annotations
@@ -25,18 +26,21 @@ from qalib.nn.validate import choice, choices, int_in
 KINDS = ("word", "wordpiece", "bpe", "unigram", "byte-level bpe")
 
 
-def train_tokenizer(kind: str, vocab_size: int, lines: list[str]) -> Tokenizer:
+def train_tokenizer(kind: str, vocab_size: int, lines: list[str], em_steps: int = 2) -> Tokenizer:
     """A `kind` tokenizer with at most vocab_size entries, trained on `lines` by the tokenizers library.
 
     word:           whole words, the vocab_size - 1 most frequent, every other word [UNK]
     wordpiece:      the library's WordPieceTrainer; encodes greedy longest-match-first, "##" on non-initial pieces,
                     the whole word [UNK] if some part matches nothing (BERT's tokenization.py rule)
     bpe:            BpeTrainer; encodes by applying the learned merges in order (Sennrich et al. 2016)
-    unigram:        UnigramTrainer (Kudo 2018): prunes a large seed vocabulary by likelihood, encodes by Viterbi
+    unigram:        UnigramTrainer (Kudo 2018): prunes a large seed vocabulary by likelihood, encodes by Viterbi;
+                    em_steps EM steps per pruning round (the library's n_sub_iterations, 2 by default). An unknown
+                    character keeps its own text as the token but gets the [UNK] id
     byte-level bpe: BPE over the 256 bytes (GPT-2, Radford et al. 2019 sec. 2.2): raw text, no [UNK] possible
     All but byte-level BPE share BERT-uncased's normaliser and word splitter, so only the model differs."""
     choice("kind", kind, KINDS)
     int_in("vocab_size", vocab_size, 300)  # byte-level BPE starts from 256 symbols
+    int_in("em_steps", em_steps, 1, 100)
     if kind == "byte-level bpe":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -56,7 +60,7 @@ def train_tokenizer(kind: str, vocab_size: int, lines: list[str]) -> Tokenizer:
                             trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[UNK], show_progress=False)),
             "unigram": lambda: (models.Unigram(),
                                 trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=[UNK], unk_token=UNK,
-                                                        show_progress=False)),
+                                                        n_sub_iterations=em_steps, show_progress=False)),
         }[kind]()
         tok = Tokenizer(model)
         tok.normalizer, tok.pre_tokenizer = bert_normalizer(), bert_pre_tokenizer()
@@ -96,6 +100,17 @@ def bpe_with_continuation_prefix(vocab_size: int, lines: list[str]) -> Tokenizer
                                                        special_tokens=[UNK, *continuation_alphabet(lines)],
                                                        continuing_subword_prefix=PREFIX, show_progress=False))
     return _only_unk_special(tok)
+
+
+def unigram_sizes_by_em_steps(lines: list[str], vocab_size: int = 32000, em_steps=(1, 2, 4)) -> dict[int, int]:
+    """The vocabulary size a unigram tokenizer asked for vocab_size reaches, for each number of EM steps per round.
+
+    Why unigram stops short: the library's UnigramTrainer re-estimates the pieces by EM and, in every M step, drops
+    each piece whose expected count in the training words is under 0.5 (unigram/trainer.rs, run_m_step). It prunes
+    towards the size asked for only after a round of EM steps leaves more than 1.1 times that size; on a small corpus
+    the EM steps alone can leave fewer, and then the size reached depends on how many EM steps ran, not on the size
+    asked for."""
+    return {int(n): train_tokenizer("unigram", vocab_size, lines, em_steps=n).get_vocab_size() for n in em_steps}
 
 
 @dataclass
