@@ -388,30 +388,46 @@ CATALOG = [
                         "budget, so the notebook reads nothing about T5's encoder from it."),
     Entry("17_fine_tuning.ipynb",
           "Fine-tuning: what does [CLS] carry, and why does question answering not use it?",
-          "[CLS] is one more position: its last-layer vector holds what attention mixed into it, and BERT's classifier "
-          "(sec. 4.1) adds only W on top of it. In all-MiniLM-L6-v2, trained to output the mean of its tokens, a "
-          "linear probe reads a sentence-pair relation from the frozen [CLS] (> 80%), as from the mean. An answer is "
-          "a position, so BERT's span head scores every token (S.T_i + E.T_j, sec. 4.2); a head writing the position "
-          "from [CLS] alone found far fewer exact answers. Fine-tuning (AdamW, 3e-4) moved every layer's weights by "
-          "about the same fraction but the top layers' outputs most (Merchant et al. 2020: top layers change most); "
-          "at lr 1e-3 accuracy ended lower and MiniLM's similarity structure on held-out prose was erased, less so "
-          "when only the top layer trained.",
+          "[CLS] is one more position: its last-layer vector holds whatever attention mixed into it, and BERT's "
+          "classifier adds only a matrix W on top (Devlin et al. 2019, sec. 4.1). An answer is a position, so "
+          "BERT's SQuAD head scores every token with a start and an end vector, S.T_i + E.T_j. Fine-tune at 2e-5 to "
+          "5e-5 for 2-4 epochs.",
           "the learning rate and the layers trained, against what each layer moved; the span head or the [CLS] head "
           "on a held-out question",
           formula=r"class: $\mathrm{softmax}(C W^{\top})$; span: $\arg\max_{j \geq i}\, S\cdot T_i + E\cdot T_j$",
-          number="BERT app. A.3: learning rate 5e-5, 3e-5 or 2e-5, batch 16 or 32, 2-4 epochs"),
+          number="BERT app. A.3: learning rate 5e-5, 3e-5 or 2e-5, batch 16 or 32, 2-4 epochs",
+          longer_answer=("all-MiniLM-L6-v2 was trained to output the *mean* of its tokens, not [CLS], yet a linear probe reads "
+                         "this notebook's sentence-pair relation from its frozen [CLS] vector with over 80% accuracy, as from "
+                         "the mean: holding information is not the same as being a good sentence embedding. For a span, each "
+                         "token judges itself with the same two vectors; a head that must write the position from [CLS] alone "
+                         "found the exact answer far less often here. Merchant et al. (2020) report that fine-tuning mostly "
+                         "changes BERT's top layers; in this notebook's short runs the top layer's *output* moved far more "
+                         "than the first's, while every layer's *weights* moved by about the same fraction, as early AdamW "
+                         "steps do. BERT's rates are tuned for a few epochs; how far fine-tuning moves the encoder shows on "
+                         "text the task never showed, where it can lose what pretraining built, and freezing the lower layers "
+                         "keeps more of it. Runs that collapse to one class call for several seeds, warm-up, bias correction "
+                         "and a smaller rate for longer (Mosbach et al. 2021).")),
     Entry("18_attention_explanation.ipynb",
           "Is attention an explanation?",
-          "Not by itself: a weight says how much of a value was mixed into one position in one layer, not whether "
-          "the output depends on it. In a toy whose label is one known token, a 100%-accurate 2-layer model's "
-          "last-layer [CLS] attention can skip that token for a whole class, and it can be moved far (JSD > 0.3 nats) "
-          "with |delta p| < 0.01 (Jain & Wallace's test). Rollout's (P + I)/2 product found the token in the toy but "
-          "not in MiniLM; erasure and integrated gradients found it far above chance in both. Check attention "
-          "against the output.",
+          "Not by itself. An attention weight says how much of one value vector was mixed into one position in one "
+          "layer, not what later layers do with it. Jain & Wallace found very different attention giving the same "
+          "prediction. To test whether a word mattered, change the input and watch the output: erase it, or take "
+          "gradients.",
           "a sentence and a reference you type, six attributions on MiniLM side by side; the adversarial bound on "
           "|delta p| and the sentence",
           formula=r"rollout $R=\prod_\ell \frac{1}{2}(\bar P_\ell+I)$; IG $(x-x')\cdot\int_0^1\nabla f(x'+\alpha(x-x'))\,d\alpha$",
-          number="JSD between two distributions is at most ln 2 = 0.693 nats"),
+          number="JSD between two distributions is at most ln 2 = 0.693 nats",
+          longer_answer=("Attention is a cheap hypothesis about what mattered; a test of it must go through the output. "
+                         "Erasure (leave-one-out) removes the token and measures the change in the prediction; integrated "
+                         "gradients (Sundararajan et al. 2017) attribute the output to the inputs along a path from a "
+                         "baseline, and should be checked for completeness (the attributions sum to the output's change) "
+                         "before they are trusted. Attention *rollout* (Abnar & Zuidema 2020) multiplies the layers' $(P + "
+                         "I)/2$ to follow information through the residual stream, but it still reads only attention. "
+                         "Wiegreffe & Pinter (2019) answered Jain & Wallace that adversarial attention found after training "
+                         "says little about the model that was trained, and that whether attention is an explanation depends "
+                         "on the definition. This notebook compares the attributions on a toy whose answer is one known token "
+                         "and on MiniLM with a planted word, and searches for attention that moves far while the prediction "
+                         "stays put.")),
 ]
 
 
