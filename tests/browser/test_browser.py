@@ -352,11 +352,13 @@ def test_a_slide_deck_works_offline_and_prints_to_pdf(browser, tmp_path):
         notes = page.locator("aside.notes").count()
         assert notes > 5, f"only {notes} slides carry speaker notes"
         page.screenshot(path=str(SCREENSHOTS / f"slides-{Path(topic).stem}.png"))
+        # counted in the normal view: in the print view reveal.js rebuilds the slides, and a count read while it
+        # does so gave 0 once
+        slides = page.evaluate("Reveal.getTotalSlides()")
         page.goto(deck.as_uri() + "?print-pdf")
         page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
         # reveal.js lays the print view out after it is ready (setupPDF awaits a frame, then appends one .pdf-page
         # per slide): printing before that gave an 8-page PDF of a 30-slide deck on a fast CI machine.
-        slides = page.evaluate("Reveal.getTotalSlides()")
         page.wait_for_function(f"document.querySelectorAll('.reveal .pdf-page').length >= {slides}", timeout=60_000)
         pdf = page.pdf(width="1280px", height="720px", print_background=True)
         pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf))
