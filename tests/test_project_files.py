@@ -71,3 +71,12 @@ def test_teaching_code_does_not_import_the_tools():
         if rel.parts[0] == "tools":
             continue
         assert not import_tools.search(path.read_text()), f"qalib/{rel} imports qalib.tools"
+
+
+def test_a_teacher_may_reuse_the_material_and_knows_how_to_cite_it():
+    """LICENSE carries the license pyproject.toml declares; CITATION.cff names the same version and license."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and (ROOT / "LICENSE").read_text().startswith("MIT License")
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["license"] == project["license"]
+    assert str(cff["version"]) == project["version"] and cff["title"] and cff["authors"]
