@@ -350,10 +350,10 @@ def reference_claims(ref) -> None:
     none_live = live.paired("none", "layer", gate_on=("layer",))
     check(f"{live.steps} steps: no norm ends above LayerNorm (paired 95% interval of the held-out loss difference "
           "entirely above 0.5 nats)", above(none_live.low, 0.5), str(none_live))
-    none_ref = ref_.paired("none", "layer", gate_on=("layer",))
-    check(f"by {ref_.steps} steps no norm has caught up with LayerNorm to within 0.1 nats (the interval lies inside "
-          "[-0.1, +0.1])",
-          above(none_ref.low, -0.1) & below(none_ref.high, 0.1), str(none_ref))
+    late = [r.paired("none", "layer", gate_on=("layer",)) for r in rungs.values() if r.steps == ref_.steps]
+    check(f"by {ref_.steps} steps, from either initialisation, no norm has caught up with LayerNorm to within 0.1 nats "
+          "(every interval lies inside [-0.1, +0.1])",
+          above(min(d.low for d in late), -0.1) & below(max(d.high for d in late), 0.1), [str(d) for d in late])
     bn = [r.paired("batch_masked", "layer") for r in (live, rungs["4x"])]
     check("BatchNorm with pads masked trains faster than LayerNorm: its held-out loss is lower at 300 and 1200 steps "
           "(both intervals entirely below 0)", below(max(d.high for d in bn), 0), [str(d) for d in bn])
