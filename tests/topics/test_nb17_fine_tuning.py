@@ -258,3 +258,54 @@ def test_the_experiment_returns_every_grid_cell_and_its_figures_draw():
         fig = matplotlib.figure.Figure()
         plot(fig, data)
         assert fig.axes
+
+
+def test_the_held_out_prose_is_frozen_in_a_file_with_enough_sentences():
+    lines = [ln for ln in E.PROSE_FILE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(lines) >= E.N_TEXT and len(set(lines)) == len(lines)
+    assert all(ln == ln.lower() and "`" not in ln and "$" not in ln for ln in lines)
+
+
+# -- the probe's control and the reference ---------------------------------------------------------------------
+def test_random_encoder_has_the_shape_keeps_embeddings_only_when_asked_and_leaves_the_rng(base_and_words):
+    base, _, _ = base_and_words
+    torch.manual_seed(5)
+    expected_next = torch.rand(1)
+    torch.manual_seed(5)
+    a = F.random_encoder(base, seed=3)
+    assert torch.equal(torch.rand(1), expected_next)  # the global random state is untouched
+    b = F.random_encoder(base, seed=3, keep_embeddings=True)
+    c = F.random_encoder(base, seed=4)
+    assert not a.training and a.cfg == base.cfg
+    w = lambda m: next(m.layers[0].parameters())  # noqa: E731  (the first layer's first weight)
+    assert torch.equal(w(a), w(b)) and not torch.equal(w(a), w(c)) and not torch.equal(w(a), w(base))
+    assert torch.equal(b.embeddings.word_embeddings.weight, base.embeddings.word_embeddings.weight)
+    assert not torch.equal(a.embeddings.word_embeddings.weight, base.embeddings.word_embeddings.weight)
+    with pytest.raises(ValueError, match="seed"):
+        F.random_encoder(base, seed=-1)
+
+
+def test_the_reference_reads_into_typed_runs_and_its_figure_draws():
+    import matplotlib.figure
+    from qalib.lab.reference import load
+
+    res = E.summarize_reference(load("17_fine_tuning", "pair_task"))
+    assert set(res.steps) == {"live", "4x", "reference"} and res.steps["reference"] == E.REFERENCE_STEPS
+    run = res.run("reference", 3e-5, 6)
+    n = len(res.seeds)
+    assert run.acc.shape == (n,) and run.weight_change.shape == run.shift.shape == (n, 6)
+    assert run.learned.dtype == bool and np.allclose(run.depth_ratio, run.weight_change[:, -1] / run.weight_change[:, 0])
+    assert (res.run("live", 3e-4, 1).weight_change[:, :-1] == 0).all()  # only the top layer trained
+    with pytest.raises(KeyError, match="no run"):
+        res.run("reference", 5e-5, 6)
+    fig = matplotlib.figure.Figure(figsize=(11, 4))
+    E.plot_reference(fig, res)
+    assert len(fig.axes) == 2
+
+
+def test_a_run_that_predicts_one_class_is_collapsed_and_fails_the_gate():
+    z = np.zeros(3)
+    run = E.PairRuns("live", 20, 1e-3, 6, acc=np.array([0.5, 0.95, 0.81]), true_share=np.array([1.0, 0.5, 0.005]),
+                     final_loss=z, similarity=z, text_shift=z, weight_change=np.ones((3, 6)), shift=np.ones((3, 6)))
+    assert run.collapsed.tolist() == [True, False, True]
+    assert run.learned.tolist() == [False, True, True]

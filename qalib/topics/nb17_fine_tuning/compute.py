@@ -372,6 +372,21 @@ def finetune(base: MiniBert, stream: Stream, head: str, cfg: FineTuneConfig, see
     return Tuned(base, model.top, model.head, cfg, history.step_loss)
 
 
+# -- the probe's control ----------------------------------------------------------------------------------------
+def random_encoder(base: MiniBert, seed: int, keep_embeddings: bool = False) -> MiniBert:
+    """A model of base's shape at BERT's initialisation (weights N(0, cfg.init_std), biases 0), on base's device, in
+    eval mode: the control for a probe (can a linear probe read the relation from any encoder of this shape, or only
+    from the pretrained one?). keep_embeddings: the pretrained embeddings (word, position and segment tables and their
+    LayerNorm) under random layers. base is not changed; the global random state is left as it was."""
+    seed = seed_int("seed", seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = MiniBert(base.cfg)
+    if keep_embeddings:
+        model.embeddings.load_state_dict(base.embeddings.state_dict())
+    return model.to(next(base.parameters()).device).eval()
+
+
 # -- what a run moved --------------------------------------------------------------------------------------
 @torch.no_grad()
 def relative_weight_change(base: MiniBert, tuned: Tuned) -> np.ndarray:
