@@ -409,25 +409,27 @@ CATALOG = [
                          "layers kept more at a moderate rate.")),
     Entry("18_attention_explanation.ipynb",
           "Is attention an explanation?",
-          "Not by itself. An attention weight says how much of one value vector was mixed into one position in one "
-          "layer, not what later layers do with it. Jain & Wallace found very different attention giving the same "
-          "prediction. To test whether a word mattered, change the input and watch the output: erase it, or take "
-          "gradients.",
+          "Not by itself. An attention weight says what was mixed into one position in one layer, not whether "
+          "the output depends on it. Jain & Wallace: attention often disagrees with gradients, and different "
+          "attention can give the same prediction. Wiegreffe & Pinter: that does not make attention "
+          "meaningless; test it. To test a word, replace it and watch the output.",
           "a sentence and a reference you type, six attributions on MiniLM side by side; the adversarial bound on "
           "|delta p| and the sentence",
           formula=r"rollout $R=\prod_\ell \frac{1}{2}(\bar P_\ell+I)$; IG $(x-x')\cdot\int_0^1\nabla f(x'+\alpha(x-x'))\,d\alpha$",
           number="JSD between two distributions is at most ln 2 = 0.693 nats",
-          longer_answer=("Attention is a cheap hypothesis about what mattered; a test of it must go through the output. "
-                         "Erasure (leave-one-out) removes the token and measures the change in the prediction; integrated "
-                         "gradients (Sundararajan et al. 2017) attribute the output to the inputs along a path from a "
-                         "baseline, and should be checked for completeness (the attributions sum to the output's change) "
-                         "before they are trusted. Attention *rollout* (Abnar & Zuidema 2020) multiplies the layers' $(P + "
-                         "I)/2$ to follow information through the residual stream, but it still reads only attention. "
-                         "Wiegreffe & Pinter (2019) answered Jain & Wallace that adversarial attention found after training "
-                         "says little about the model that was trained, and that whether attention is an explanation depends "
-                         "on the definition. This notebook compares the attributions on a toy whose answer is one known token "
-                         "and on MiniLM with a planted word, and searches for attention that moves far while the prediction "
-                         "stays put.")),
+          longer_answer=("Attention is a cheap hypothesis about what mattered; a test of it must go through "
+                         "the output. Erasure removes a token and measures the change in the prediction; "
+                         "integrated gradients (Sundararajan et al. 2017) attribute the output along a path "
+                         "from a baseline, and must be checked for completeness. Rollout (Abnar & Zuidema "
+                         "2020) multiplies the layers' $(P + I)/2$ but still reads only attention. Jain & "
+                         "Wallace and Wiegreffe & Pinter studied a BiLSTM's attention; here it is a "
+                         "Transformer's. The notebook trains a toy whose label is set by one key token, and "
+                         "asks the model which keys it uses: a key is *decisive* if replacing it flips the "
+                         "prediction. Most models learned a default class whose key they ignore. Erasure and "
+                         "integrated gradients found the decisive keys and ignored the unused ones. Last-layer "
+                         "attention often missed the decisive key; the layer mean and rollout found it, but "
+                         "also pointed at keys the model ignores. MiniLM with a planted word is the real-model "
+                         "check.")),
 ]
 
 

@@ -191,3 +191,90 @@ def test_real_demo_on_minilm_escapes_and_explains(minilm):
             assert "word pieces" in str(err)
     with pytest.raises(ValueError, match="reference"):
         A.real_demo_compute(model, tok, "hello", "")
+
+
+# -- label noise and the truth by intervention ------------------------------------------------------------------
+def test_label_noise_flips_training_labels_only_and_sets_the_best_log_odds():
+    task = A.KeyTokenTask(label_noise=0.2)
+    clean, pos = task.sample(4000, torch.Generator().manual_seed(0))
+    noisy, pos2 = task.sample(4000, torch.Generator().manual_seed(0), noisy=True)
+    assert torch.equal(clean.input_ids, noisy.input_ids) and torch.equal(pos, pos2)
+    key = clean.input_ids[torch.arange(4000), pos]
+    assert torch.equal(clean.labels, (key >= N_SPECIAL + task.n_keys).long())
+    flipped = float((clean.labels != noisy.labels).float().mean())
+    assert 0.17 < flipped < 0.23
+    assert torch.equal(task.batch(50, torch.Generator().manual_seed(1)).labels,
+                       task.sample(50, torch.Generator().manual_seed(1), noisy=True)[0].labels)
+    assert task.best_log_odds == pytest.approx(math.log(4))
+    assert A.KeyTokenTask().best_log_odds == math.inf
+    assert torch.equal(task.distractors, torch.arange(N_SPECIAL + 4, 32))
+    for bad in (-0.1, 0.5, "x"):
+        with pytest.raises(ValueError):
+            A.KeyTokenTask(label_noise=bad)
+
+
+def test_key_intervention_matches_single_forwards_and_flags_decisive_keys():
+    model, task = _model(3)
+    batch, key = task.sample(5, torch.Generator().manual_seed(5))
+    inputs = batch.model_inputs()
+    reps = task.distractors[:3]
+    out = A.key_intervention(model, inputs, key, reps)
+    with torch.no_grad():
+        f = A.class_margin(model, **inputs)
+        pred = f.argmax(-1)
+        flips, drops = [], []
+        for r in reps:
+            ids = inputs["input_ids"].clone()
+            ids[torch.arange(5), key] = r
+            g = A.class_margin(model, ids, inputs["token_type_ids"], inputs["attention_mask"])
+            flips.append((g.argmax(-1) != pred).float())
+            drops.append(f.gather(1, pred[:, None])[:, 0] - g.gather(1, pred[:, None])[:, 0])
+    assert torch.equal(out["pred"], pred)
+    assert torch.allclose(out["flip"], torch.stack(flips).mean(0))
+    assert torch.allclose(out["delta"], torch.stack(drops).mean(0), atol=1e-5)
+    # replacing the key by the same key token changes nothing: no flip, no drop
+    ids = inputs["input_ids"].clone()
+    ids[torch.arange(5), key] = task.keys[0]
+    one = {**inputs, "input_ids": ids}
+    same = A.key_intervention(model, one, key, task.keys[:1])
+    assert float(same["flip"].max()) == 0.0 and float(same["delta"].abs().max()) < 1e-5
+    with pytest.raises(ValueError):
+        A.key_intervention(model, inputs, key[:2], reps)
+
+
+def test_split_hits_and_special_mass():
+    hit = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    assert A.split_hits(hit, torch.tensor([True, True, False, False])) == (0.5, 1.0)
+    d, u = A.split_hits(hit, torch.ones(4, dtype=torch.bool))
+    assert d == 0.75 and math.isnan(u)
+    attr = torch.tensor([[0.5, 0.25, 0.25], [0.0, 0.0, 0.0]])
+    special = torch.tensor([[True, False, False], [True, False, True]])
+    assert A.special_mass(attr, special).tolist() == [0.5, 0.0]
+
+
+def test_uniform_last_layer_is_zero_when_the_row_is_already_uniform():
+    model, task = _model(4)
+    batch, _ = task.sample(6, torch.Generator().manual_seed(6))
+    inputs = batch.model_inputs()
+    out = A.uniform_last_layer(model, inputs)
+    assert out["delta_p"].shape == (6,) and (out["delta_p"] >= 0).all() and set(out["flip"].tolist()) <= {0.0, 1.0}
+    with torch.no_grad():  # by hand: the last layer's [CLS] row set uniform through last_layer_cls_logits
+        inner = model(**inputs, return_internals=True).internals
+        p0 = model.class_logits(model(**inputs).last_hidden_state).softmax(-1)
+        uni = torch.full_like(inner["layer1.probs"][:, :, 0], 1 / 14)
+        p1 = A.last_layer_cls_logits(model, inner, uni).softmax(-1)
+    pred = p0.argmax(-1)
+    assert torch.allclose(out["delta_p"], (p1 - p0).gather(1, pred[:, None])[:, 0].abs(), atol=1e-6)
+
+
+def test_ig_gap():
+    assert A.ig_gap(0.5, 0.5) == 0.0 and A.ig_gap(0.408, 0.213) == pytest.approx(0.9155, abs=1e-3)
+    assert math.isnan(A.ig_gap(0.1, 0.0))
+
+
+def test_method_arrays_and_gate():
+    s = {"hit_decisive": {m: 1.0 for m in A.METHODS}, "hit_unused": {m: 0.5 for m in A.METHODS},
+         "size_decisive": {m: 2.0 for m in A.METHODS}, "size_unused": {m: 0.5 for m in A.METHODS}}
+    arr = E.method_arrays([s, s, s])
+    assert arr["hit"].shape == (len(A.METHODS), 3) and np.allclose(arr["ratio"], 0.25)
+    assert E.accuracy_gate(0.96).passed and not E.accuracy_gate(0.9).passed
