@@ -247,18 +247,17 @@ CATALOG = [
           "sequence length and Linformer's k; mask type; depth, residuals and norm",
           formula='$x+F(x)$ has Jacobian $I+\\partial F/\\partial x$; scores cost $O(T^2 d)$',
           number='per layer: FFN about 8d² parameters, attention 4d²',
-          longer_answer="Without the identity path a post-LN stack at initialisation averages the tokens together in "
-                        "every attention layer: LayerNorm keeps the gradient's size, but below the top layer it is "
-                        "the same at every position. Here a 6-layer model without residuals stayed near chance within "
-                        "the training budget, on a task that only asks it to pass each token through. The softmax "
-                        "makes attention nonlinear only in how much of each value vector it takes; the position-wise "
-                        r"FFN, $W_2\,\mathrm{GELU}(W_1 x)$ with $d_{ff} = 4d$, learns a feature map of each token and "
-                        "holds about 2/3 of a layer's parameters. With a causal mask, changing a future token changes "
-                        "no earlier output; with a padding mask, changing a pad changes no real output (in practice "
-                        r"the $-\infty$ is a large negative number). The score matrix is $T \times T$ per head, so its "
-                        "memory grows as $O(T^2)$. Linformer (Wang et al. 2020) projects the length axis of $K$ and "
-                        "$V$ to a fixed $k$ rows, making both $O(Tk)$, at the price of an approximation that no "
-                        "longer fits a causal mask."),
+          longer_answer=("Without the identity path a post-LN stack at initialisation averages the tokens together in every "
+                         "attention layer: LayerNorm keeps the gradient's size, but below the top layer it is the same at "
+                         "every position. Here a 6-layer model without residuals, from BERT's initialisation, stayed at chance "
+                         "even after 2,000 steps on a task that only asks it to pass tokens through (from std 0.2 it learned, "
+                         "slowly). The softmax makes attention nonlinear only in how much of each value vector it takes; the "
+                         "position-wise FFN, $W_2\\,\\mathrm{GELU}(W_1 x)$ with $d_{ff} = 4d$, learns a feature map of each "
+                         "token and holds about 2/3 of a layer's parameters. With a causal mask, changing a future token "
+                         "changes no earlier output; with a padding mask, changing a pad changes no real output (in practice "
+                         "the $-\\infty$ is a large negative number). The score matrix is $T \\times T$ per head, so its memory "
+                         "grows as $O(T^2)$. Linformer (Wang et al. 2020) projects the length axis of $K$ and $V$ to a fixed "
+                         "$k$ rows, making both $O(Tk)$: an approximation that cannot take a causal mask.")),
     Entry("11_mlm_and_nsp.ipynb",
           "How is BERT pretrained: why 15% and 80/10/10, and what happened to NSP?",
           "BERT predicts 15% of the word pieces: 80% of those become [MASK], 10% a random token, 10% stay: 12% of "

@@ -205,3 +205,27 @@ def test_cost_demo_returns_the_same_figure_for_the_same_setting():
     demo.set(T=1024)
     demo.set(T=512)
     assert demo.image.value == first
+
+
+def test_the_reference_reads_into_rungs_gates_at_twice_chance_and_draws():
+    import matplotlib.figure
+
+    from qalib.lab.reference import load
+    from qalib.topics.nb10_residuals_ffn_masks import experiment as E
+
+    rungs = E.summarize_reference(load("10_residuals_ffn_masks", "no_residual"))
+    assert [r.steps for r in rungs] == [30, 120, E.REFERENCE_STEPS, E.REFERENCE_STEPS]
+    assert {r.init_std for r in rungs} == {0.02, 0.2}
+    assert all(r.accuracy[v].shape == (10,) for r in rungs for v in E.VARIANTS)
+    assert not E.reference_gate(2 * E.CHANCE).passed and E.reference_gate(2 * E.CHANCE + 1e-3).passed
+    fig = matplotlib.figure.Figure()
+    E.plot_reference(fig, load("10_residuals_ffn_masks", "no_residual"))
+    assert len(fig.axes) == 1
+
+
+def test_a_reference_seed_trains_both_variants_on_its_own_held_out_batches():
+    from qalib.topics.nb10_residuals_ffn_masks import experiment as E
+
+    out = E.reference_seed(0, steps=2, init_std=0.02, lr=1e-2)
+    assert set(out) == set(E.VARIANTS)
+    assert all(0 <= out[v]["accuracy"] <= 1 and out[v]["eval_loss"] > 0 for v in E.VARIANTS)

@@ -17,10 +17,14 @@ import torch
 
 from qalib.lab.data import CLS, IGNORE, N_SPECIAL, PAD, Batch
 from qalib.lab.device import one_thread
+from qalib.lab.gate import Gate, learned
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import paired_difference
 from qalib.lab.train import TrainConfig, evaluate, train
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.claims import above, at_least, below, check
 from qalib.notebook.drawing import decade_ticks, seed_band
 from qalib.topics.nb10_residuals_ffn_masks.compute import block_config
 
@@ -159,3 +163,112 @@ def minilm_mask_checks(model: MiniBert, tok, text: str = "The cat sat on the mat
             "pad_change": float((p1 - p0).abs().max()),
             "pad_vs_unpadded": float((p0 - h0).abs().max()),
             "unmasked_pad_change": float((unmasked - p0).abs().max())}
+
+
+# -- the reference: more steps, 10 seeds, and a second initialisation ------------------------------------------
+CHANCE = 1 / 27   # LookupTask's 27 content tokens, each equally likely
+REFERENCE_STEPS = 2000
+HELD_OUT = 10_000_019  # + the seed: the reference's held-out sequences, disjoint from every training stream
+
+
+def reference_seed(seed: int, steps: int, init_std: float, lr: float) -> dict:
+    """One seed of the reference: the live run's 6-layer model with and without residuals (same seed, same data
+    stream), trained `steps` steps at rate `lr` from weights N(0, init_std). -> {variant: {"accuracy", "eval_loss",
+    "train_loss"}}: held-out accuracy and loss (2 x 256 sequences), the last step's training loss."""
+    task = LookupTask()
+    cfg = TrainConfig(steps=steps, batch_size=32, lr=lr, warmup=10, log_every=steps, device="cpu", seed=seed)
+    out = {}
+    for name, residual in VARIANTS.items():
+        torch.manual_seed(seed)
+        model = MiniBert(block_config(6, residual, d_model=32, init_std=init_std))
+        hist = train(model, task, cfg)
+        ev = evaluate(model, task, n_batches=2, batch_size=256, seed=HELD_OUT + seed)  # held out, moves with the seed
+        out[name] = {"accuracy": ev["accuracy"], "eval_loss": ev["loss"], "train_loss": hist.loss[-1]}
+    return out
+
+
+def reference_gate(accuracy: float) -> Gate:
+    """Learned or not: held-out accuracy more than twice chance (1/27): a model that passes each token up its
+    stack at all."""
+    return learned("held-out accuracy", accuracy, baseline=CHANCE, baseline_name="chance (1/27)", margin=CHANCE)
+
+
+@dataclass(frozen=True)
+class ResidualRung:
+    """One rung of the reference: held-out accuracy per variant, (seeds,) arrays in seed order (they pair)."""
+
+    name: str
+    steps: int
+    init_std: float
+    lr: float
+    accuracy: dict[str, np.ndarray]
+
+    def learned(self, variant: str) -> np.ndarray:
+        """(seeds,) bool: the runs of `variant` that passed reference_gate."""
+        return np.array([reference_gate(a).passed for a in self.accuracy[variant]])
+
+
+def summarize_reference(ref) -> list[ResidualRung]:
+    """The stored reference (qalib.lab.reference.Reference) as one ResidualRung per rung, in the spec's order."""
+    return [ResidualRung(r.name, int(r.kwargs["steps"]), float(r.kwargs["init_std"]), float(r.kwargs["lr"]),
+                         {v: r.values(v, "accuracy") for v in VARIANTS}) for r in ref.rungs.values()]
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 10 makes on its reference run (the runner makes them on every regeneration too)."""
+    rungs = {r.name: r for r in summarize_reference(ref)}
+    with_res = {n: float(r.accuracy["with residual"].min()) for n, r in rungs.items()}
+    check("the gate: with residuals the model learned at every budget and both initialisations (held-out accuracy "
+          "> 0.95 in every seed)", above(min(with_res.values()), 0.95), with_res)
+    bert_init = [r for r in rungs.values() if r.init_std == 0.02]
+    stuck = {f"{r.steps} steps": float(r.accuracy["without residual"].max()) for r in bert_init}
+    check(f"without residuals, at BERT's init (std 0.02, lr 1e-2), no run passed the gate at any budget up to "
+          f"{max(r.steps for r in bert_init)} steps: held-out accuracy < {2 * CHANCE:.3f} (twice chance) in every seed",
+          below(max(stuck.values()), 2 * CHANCE), stuck)
+    wide = rungs["reference, std 0.2"]
+    plain = wide.accuracy["without residual"]
+    d = paired_difference(wide.accuracy["with residual"], plain, "with", "without")
+    check(f"from std 0.2 at lr 1e-3 the model without residuals does learn, slowly: after {wide.steps} steps at least "
+          f"8 of {len(plain)} seeds pass the gate, and it stays far below the residual model (paired 95% interval "
+          "of the accuracy difference above 0.5)",
+          at_least(float(wide.learned("without residual").mean()), 0.8) & above(d.low, 0.5),
+          {"without residuals": plain, "difference": str(d)})
+
+
+def plot_reference(fig, ref) -> None:
+    """Held-out accuracy against the budget, with and without residuals (median over seeds, a dot per seed): BERT's
+    init as lines, std 0.2 at lr 1e-3 as open markers beside the last budget."""
+    rungs = summarize_reference(ref)
+    ax = fig.add_subplot(1, 1, 1)
+    bert = [r for r in rungs if r.init_std == 0.02]
+    other = [r for r in rungs if r.init_std != 0.02]
+    steps = np.array([r.steps for r in bert])
+    for i, (v, c) in enumerate(zip(VARIANTS, ("C0", "C3"))):
+        acc = np.array([r.accuracy[v] for r in bert])  # (rungs, seeds)
+        ax.plot(steps, np.median(acc, 1), "o-", color=c, label=f"{v}, std 0.02 (BERT), lr 1e-2")
+        for k, s in enumerate(steps):
+            ax.plot(np.full(acc.shape[1], s), acc[k], ".", color=c, alpha=0.4, ms=4)
+        for r in other:
+            x = r.steps * (1.25 + 0.1 * i)
+            ax.plot(np.full(len(r.accuracy[v]), x), r.accuracy[v], ".", color=c, alpha=0.4, ms=4)
+            ax.plot([x], [np.median(r.accuracy[v])], "o", mfc="white", color=c, ms=7,
+                    label=f"{v}, std {r.init_std:g}, lr {r.lr:g}")
+    ax.axhline(CHANCE, color="grey", ls=":", lw=1, label="chance (1/27)")
+    ax.axhline(2 * CHANCE, color="grey", ls="--", lw=1, label="the gate: twice chance")
+    ax.set_xscale("log")
+    ax.set_xticks(steps, [str(s) for s in steps])
+    ax.minorticks_off()
+    ax.set(xlabel="training steps (log scale)", ylabel="held-out accuracy", ylim=(-0.02, 1.02),
+           title=f"6 layers, {len(rungs[0].accuracy['with residual'])} seeds (dots), median as markers")
+    ax.legend(fontsize=7, loc="center right")
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "10_residuals_ffn_masks", "no_residual", reference_seed, seeds=10,
+        rungs=(Rung("live", steps=30, init_std=0.02, lr=1e-2), Rung("4x", steps=120, init_std=0.02, lr=1e-2),
+               Rung("reference", steps=REFERENCE_STEPS, init_std=0.02, lr=1e-2),
+               Rung("reference, std 0.2", steps=REFERENCE_STEPS, init_std=0.2, lr=1e-3)),
+        lesson="whether a 6-layer mini-BERT without residuals learns the lookup task given 2000 steps, at BERT's init "
+               "and at std 0.2, against the same model with residuals, over 10 seeds", claims=reference_claims),
+]
