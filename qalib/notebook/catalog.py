@@ -225,19 +225,18 @@ CATALOG = [
           "temperature and steps of the walk; depth, residual, MLP and LayerNorm of a collapsing stack",
           formula='$P=\\mathrm{softmax}(QK^{\\top}/\\sqrt{d})$: $P\\mathbf{1}=\\mathbf{1}$, $\\pi^{\\top}P=\\pi^{\\top}$',
           number='without residuals, the rank collapses doubly exponentially with depth (Dong et al. 2021)',
-          longer_answer=r"$P^t$ converges to the rank-one matrix $\mathbf 1\pi^\top$ at the rate $|\lambda_2|^t$: a "
-                        "walker forgets where it started, the diffusion-maps picture. The logit is also a Gaussian "
-                        "kernel in disguise, "
-                        r"$e^{q\cdot k/s} = e^{-\lVert q-k\rVert^2/2s}\,e^{\lVert q\rVert^2/2s}\,e^{\lVert k\rVert^2/2s}$: "
-                        "the query factor cancels in each row, the key factor does not, so attention is a pure "
-                        "Gaussian kernel only when all keys have the same norm, and MiniLM's heads are far from that. "
-                        "An attention output is a convex combination of value vectors, so without an identity path "
-                        "every layer shrinks the differences between tokens. Here a random-weight stack of attention "
-                        "alone collapses within three layers, adding MLPs alone or LayerNorms alone does not stop it, "
-                        "a mini-BERT without residuals (at BERT's initialisation) never beats the best constant prediction, and MiniLM's own "
-                        "attention weights collapse when stacked without their residual path. The heavier claims "
-                        "sometimes attached to this picture (tokens perform Brownian motion, so Transformers need a "
-                        "second-order optimiser) are analogies or conjectures, not results."),
+          longer_answer=("$P^t$ converges to the rank-one matrix $\\mathbf 1\\pi^\\top$ at the rate $|\\lambda_2|^t$: a walker "
+                         "forgets where it started, the diffusion-maps picture. The logit is also a Gaussian kernel in "
+                         "disguise, $e^{q\\cdot k/s} = e^{-\\lVert q-k\\rVert^2/2s}\\,e^{\\lVert q\\rVert^2/2s}\\,e^{\\lVert "
+                         "k\\rVert^2/2s}$: the query factor cancels in each row, the key factor does not, so attention is a "
+                         "pure Gaussian kernel only when all keys have the same norm, and MiniLM's heads are far from that. An "
+                         "attention output is a convex combination of value vectors, so without an identity path every layer "
+                         "shrinks the differences between tokens. Here a random-weight stack of attention alone collapses "
+                         "within three layers, adding MLPs alone or LayerNorms alone does not stop it, a mini-BERT without "
+                         "residuals beat the best constant prediction only from a larger initialisation than BERT's, and "
+                         "MiniLM's own attention weights collapse when stacked without their residual path. The heavier claims "
+                         "sometimes attached to this picture (tokens perform Brownian motion, so Transformers need a "
+                         "second-order optimiser) are analogies or conjectures, not results.")),
     Entry("10_residuals_ffn_masks.ipynb",
           "What do residuals, the FFN and the masks do, and what does attention cost?",
           "A residual computes x + F(x), so each layer's Jacobian is I + dF/dx: an identity path carries every "

@@ -208,3 +208,27 @@ def test_minilm_measurements(minilm):
         mine = E.attention_only(model.layers[0], x, model.cfg)
         ref = model.layers[0].attention(x[None], None)[0]
     assert torch.allclose(mine, ref, atol=1e-4)
+
+
+def test_the_reference_reads_into_rungs_gates_on_the_constant_and_draws():
+    import matplotlib.figure
+
+    from qalib.lab.reference import load
+    from qalib.topics.nb09_attention_random_walk import experiment as E
+
+    ref = load("09_attention_random_walk", "no_residual")
+    rungs = E.summarize_reference(ref)
+    assert [r.steps for r in rungs] == [150, 600, E.REFERENCE_STEPS, E.REFERENCE_STEPS]
+    assert all(r.ratio[v].shape == (10, 3) for r in rungs for v in E.VARIANTS)
+    assert not E.constant_gate(0.069, 0.06).passed and E.constant_gate(0.071, 0.06).passed
+    fig = matplotlib.figure.Figure()
+    E.plot_reference(fig, ref)
+    assert len(fig.axes) == 1
+
+
+def test_a_reference_seed_reads_both_variants_and_the_constant_on_its_own_batches():
+    from qalib.topics.nb09_attention_random_walk import experiment as E
+
+    a, b = E.reference_seed(0, steps=2, init_std=0.02, lr=1e-2), E.reference_seed(1, steps=2, init_std=0.02, lr=1e-2)
+    assert 0 < a["best_constant"] < 1 and a["best_constant"] != b["best_constant"]  # held-out batches move with the seed
+    assert all(len(a[v]["ratio"]) == 3 for v in E.VARIANTS)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -16,12 +17,16 @@ import torch.nn.functional as F
 
 from qalib.lab.data import IGNORE, MLMTask, SyntheticLanguage
 from qalib.lab.device import one_thread
+from qalib.lab.gate import Gate, learned
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import paired_difference
 from qalib.lab.train import TrainConfig, evaluate
 from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.claims import above, at_least, below, check
 from qalib.notebook.drawing import log_ticks, seed_band
 from qalib.topics.nb09_attention_random_walk.compute import FLOAT_FLOOR, LOG_AXIS_TICKS, collapse_ratio, effective_rank, stationary
 
@@ -240,3 +245,119 @@ def plot_minilm_stationary(fig, st: dict) -> None:
         fig.colorbar(im, ax=ax, label=label)
         ax.set(xlabel="head", ylabel="layer", title=label)
         ax.grid(False)
+
+
+# -- the reference: more steps, 10 seeds, and a second initialisation ------------------------------------------
+REFERENCE_STEPS = 2400
+HELD_OUT = 20_000_033  # + the seed: the reference's held-out batches, disjoint from every training stream
+
+
+def reference_seed(seed: int, steps: int, init_std: float, lr: float) -> dict:
+    """One seed of the reference: section 5's 2-layer model with and without residuals (same seed, same data),
+    trained `steps` steps at rate `lr` from weights N(0, init_std). -> {"best_constant": the best constant
+    prediction's accuracy on the held-out batches, variant: {"accuracy": held-out MLM accuracy, "ratio": the collapse
+    ratio of the trained hidden states after the embeddings and each layer}}."""
+    task = mlm_task(16)
+    held_out = HELD_OUT + seed
+    out = {"best_constant": best_constant_accuracy(task, 2, 128, seed=held_out)}
+    for name, residual in VARIANTS.items():
+        cfg = experiment_config(residual, 32, 2, max_len=24).replace(init_std=init_std)
+        train_cfg = TrainConfig(steps=steps, batch_size=32, lr=lr, warmup=20, log_every=steps, device="cpu")
+        model = train_seeds(cfg, task, [seed], train_cfg).models[0]
+        out[name] = {"accuracy": evaluate(model, task, n_batches=2, batch_size=128, seed=held_out)["accuracy"],
+                     "ratio": layer_profile(model, task, seed=held_out + 1)["ratio"].tolist()}
+    return out
+
+
+def constant_gate(accuracy: float, best_constant: float) -> Gate:
+    """Learned or not: held-out accuracy above the best constant prediction by more than 0.01 (a model whose output
+    is the same at every position cannot beat it)."""
+    return learned("held-out accuracy", accuracy, baseline=best_constant, baseline_name="the best constant prediction",
+                   margin=0.01)
+
+
+@dataclass(frozen=True)
+class CollapseRung:
+    """One rung of the reference: (seeds,) arrays in seed order (they pair across variants)."""
+
+    name: str
+    steps: int
+    init_std: float
+    lr: float
+    best_constant: np.ndarray
+    accuracy: dict[str, np.ndarray]
+    ratio: dict[str, np.ndarray]   # variant -> (seeds, n_layers + 1)
+
+    def learned(self, variant: str) -> np.ndarray:
+        return np.array([constant_gate(a, c).passed for a, c in zip(self.accuracy[variant], self.best_constant)])
+
+
+def summarize_reference(ref) -> list[CollapseRung]:
+    """The stored reference (qalib.lab.reference.Reference) as one CollapseRung per rung, in the spec's order."""
+    return [CollapseRung(r.name, int(r.kwargs["steps"]), float(r.kwargs["init_std"]), float(r.kwargs["lr"]),
+                         r.values("best_constant"), {v: r.values(v, "accuracy") for v in VARIANTS},
+                         {v: r.values(v, "ratio") for v in VARIANTS}) for r in ref.rungs.values()]
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 09 makes on its reference run (the runner makes them on every regeneration too)."""
+    rungs = summarize_reference(ref)
+    bert = [r for r in rungs if r.init_std == 0.02]
+    wide = next(r for r in rungs if r.init_std != 0.02)
+    res_ok = {f"{r.name}": float(r.learned("residual").mean()) for r in rungs}
+    check("the gate: with residuals every run learned (held-out accuracy above the best constant prediction by > 0.01) "
+          "at every budget and both initialisations", at_least(min(res_ok.values()), 1.0), res_ok)
+    stuck = {f"{r.steps} steps": float((r.accuracy["no residual"] - r.best_constant).max()) for r in bert}
+    check(f"without residuals, at BERT's init (std 0.02, lr 1e-2), no run beat the best constant prediction by more "
+          f"than 0.005 at any budget up to {max(r.steps for r in bert)} steps", below(max(stuck.values()), 0.005), stuck)
+    plain = wide.accuracy["no residual"]
+    check(f"from std 0.2 at lr 1e-3 the model without residuals does learn: after {wide.steps} steps at least 8 of "
+          f"{len(plain)} seeds pass the gate", at_least(float(wide.learned("no residual").mean()), 0.8),
+          {"no residual": plain, "best constant": wide.best_constant,
+           "residual minus no residual": str(paired_difference(wide.accuracy["residual"], plain))})
+    grew = bert[-1].accuracy["residual"] / bert[0].accuracy["residual"]
+    check(f"the live run is far from trained: with residuals, held-out accuracy after {bert[-1].steps} steps is more "
+          f"than twice that after {bert[0].steps}, in every seed", above(float(grew.min()), 2), grew)
+    last = {r.name: float(np.median(r.ratio["no residual"][:, -1])) for r in (bert[-1], wide)}
+    check("and it is the init that decides the collapse: after training, the no-residual model's last hidden states "
+          "keep a collapse ratio > 0.1 in the median seed from std 0.2, and < 0.01 from std 0.02",
+          above(last[wide.name], 0.1) & below(last[bert[-1].name], 0.01), last)
+
+
+def plot_reference(fig, ref) -> None:
+    """Held-out accuracy over the best constant prediction against the budget, with and without residuals (median
+    over seeds, a dot per seed): BERT's init as lines, std 0.2 at lr 1e-3 as open markers beside the last budget."""
+    rungs = summarize_reference(ref)
+    ax = fig.add_subplot(1, 1, 1)
+    bert = [r for r in rungs if r.init_std == 0.02]
+    other = [r for r in rungs if r.init_std != 0.02]
+    steps = np.array([r.steps for r in bert])
+    for i, (v, c) in enumerate(zip(VARIANTS, ("C0", "C3"))):
+        gain = np.array([r.accuracy[v] - r.best_constant for r in bert])  # (rungs, seeds)
+        ax.plot(steps, np.median(gain, 1), "o-", color=c, label=f"{v}, std 0.02 (BERT), lr 1e-2")
+        for k, s in enumerate(steps):
+            ax.plot(np.full(gain.shape[1], s), gain[k], ".", color=c, alpha=0.4, ms=4)
+        for r in other:
+            x = r.steps * (1.25 + 0.1 * i)
+            g = r.accuracy[v] - r.best_constant
+            ax.plot(np.full(len(g), x), g, ".", color=c, alpha=0.4, ms=4)
+            ax.plot([x], [np.median(g)], "o", mfc="white", color=c, ms=7, label=f"{v}, std {r.init_std:g}, lr {r.lr:g}")
+    ax.axhline(0, color="grey", ls=":", lw=1, label="the best constant prediction")
+    ax.set_xscale("log")
+    ax.set_xticks(steps, [str(s) for s in steps])
+    ax.minorticks_off()
+    ax.set(xlabel="training steps (log scale)", ylabel="held-out accuracy minus the best constant's",
+           title=f"2 layers, {len(bert[0].best_constant)} seeds (dots), median as markers")
+    ax.legend(fontsize=7)
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "09_attention_random_walk", "no_residual", reference_seed, seeds=10,
+        rungs=(Rung("live", steps=150, init_std=0.02, lr=1e-2), Rung("4x", steps=600, init_std=0.02, lr=1e-2),
+               Rung("reference", steps=REFERENCE_STEPS, init_std=0.02, lr=1e-2),
+               Rung("reference, std 0.2", steps=REFERENCE_STEPS, init_std=0.2, lr=1e-3)),
+        lesson="whether the 2-layer mini-BERT without residuals beats the best constant prediction given 2400 steps, "
+               "at BERT's init and at std 0.2, against the same model with residuals, over 10 seeds",
+        claims=reference_claims),
+]
