@@ -138,3 +138,19 @@ def test_attention_demo_explains_an_empty_text():
     demo.set(text="   ")
     assert "text" in demo.error
 
+
+
+def test_the_reference_reads_per_head_count_and_draws():
+    import matplotlib.figure
+
+    from qalib.lab.reference import load
+    from qalib.topics.nb07_multi_head import experiment as E
+
+    ref = load("07_multi_head", "heads")
+    acc = E.reference_accuracy(ref)
+    assert list(acc) == ["live", "4x", "8x"]
+    assert all(a.shape == (len(E.REFERENCE_HEADS), 8) for a in acc.values())
+    assert not E.solved_gate(0.95).passed and E.solved_gate(0.951).passed
+    fig = matplotlib.figure.Figure()
+    E.plot_reference(fig, ref)
+    assert len(fig.axes) == 1

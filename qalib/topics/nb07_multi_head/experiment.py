@@ -22,12 +22,16 @@ import numpy as np
 import torch
 
 from qalib.lab.data import CLS, IGNORE, N_SPECIAL, SEP, Batch
+from qalib.lab.gate import Gate, learned
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import paired_difference
 from qalib.lab.train import TrainConfig, evaluate
 from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.claims import above, at_least, check
 from qalib.topics.nb07_multi_head.compute import VASWANI_TABLE3_A
 
 
@@ -189,3 +193,81 @@ def heads_view(res: HeadsResult, n_heads: int, seed: int, remove) -> dict:
     return {"res": res, "n_heads": n_heads, "seed": seed, "remove": remove, "pruned_acc": pruned_acc,
             "profile": offset_profile(model, res.task, n=64), "accuracy": res.accuracy,
             "note": "" if remove == "none" else f"head {remove} zeroed in W_O (Michel et al.'s mask)"}
+
+
+# -- the reference: capacity or speed? Every head count trained 4x and 8x longer, 8 seeds ---------------------------
+REFERENCE_HEADS = (1, 2, 4, 8)
+HELD_OUT = 30_000_001  # + the seed: the reference's held-out batches, disjoint from every training stream
+SOLVED = 0.95          # held-out accuracy at which a run counts as having solved the task
+
+
+def reference_seed(seed: int, steps: int) -> dict:
+    """One seed of the reference: the live run's model for each head count (run_heads_experiment's settings, one
+    seed), trained `steps` steps. -> {str(n_heads): {"accuracy": held-out accuracy, "steps": logged steps,
+    "curve": training accuracy there}}"""
+    task = NeighbourPairTask()
+    cfg = TrainConfig(steps=steps, batch_size=64, lr=1e-2, warmup=10, log_every=25, device="cpu")
+    out = {}
+    for h in REFERENCE_HEADS:
+        run = train_seeds(heads_config(h, 32, task), task, [seed], cfg)
+        hist = run.histories[0]
+        out[str(h)] = {"accuracy": evaluate(run.models[0], task, n_batches=2, batch_size=256,
+                                            seed=HELD_OUT + seed)["accuracy"],
+                       "steps": list(hist.step), "curve": list(hist.accuracy)}
+    return out
+
+
+def solved_gate(accuracy: float, task: NeighbourPairTask | None = None) -> Gate:
+    """Learned or not: held-out accuracy above chance (1 over the number of ordered pairs) by enough to reach SOLVED."""
+    chance = 1 / (task or NeighbourPairTask()).m ** 2
+    return learned("held-out accuracy", accuracy, baseline=chance, baseline_name="chance", margin=SOLVED - chance)
+
+
+def reference_accuracy(ref) -> dict[str, np.ndarray]:
+    """{rung name: (len(REFERENCE_HEADS), seeds) held-out accuracy}, in the spec's rung order."""
+    return {r.name: np.array([r.values(str(h), "accuracy") for h in REFERENCE_HEADS]) for r in ref.rungs.values()}
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 07 makes on its reference run (the runner makes them on every regeneration too)."""
+    acc = reference_accuracy(ref)
+    steps = {r.name: int(r.kwargs["steps"]) for r in ref.rungs.values()}
+    live, longest = acc["live"], acc[list(acc)[-1]]
+    one, four = REFERENCE_HEADS.index(1), REFERENCE_HEADS.index(4)
+    d = paired_difference(live[four], live[one], "4 heads", "1 head")
+    check(f"at the live {steps['live']} steps 4 heads beat 1 head (paired over {live.shape[1]} seeds, the 95% interval "
+          "of the accuracy difference above 0)", above(d.low, 0), str(d))
+    solved = float(np.mean([solved_gate(a).passed for a in longest.ravel()]))
+    check(f"but it is speed, not capacity: after {list(steps.values())[-1]} steps every head count, one head included, "
+          f"solved the task (held-out accuracy > {SOLVED}) in every seed", at_least(solved, 1.0),
+          {f"{h} head{'s' * (h > 1)}": longest[i] for i, h in enumerate(REFERENCE_HEADS)})
+
+
+def plot_reference(fig, ref) -> None:
+    """Held-out accuracy against the budget per head count (median over seeds as a line, a dot per seed)."""
+    acc = reference_accuracy(ref)
+    steps = np.array([int(r.kwargs["steps"]) for r in ref.rungs.values()])
+    ax = fig.add_subplot(1, 1, 1)
+    for i, h in enumerate(REFERENCE_HEADS):
+        vals = np.array([acc[name][i] for name in acc])  # (rungs, seeds)
+        x = steps * (1 + 0.04 * (i - 1.5))                 # a small offset per head count, so dots stay visible
+        ax.plot(x, np.median(vals, 1), "o-", color=f"C{i}", label=f"{h} head{'s' * (h > 1)}")
+        for k in range(len(steps)):
+            ax.plot(np.full(vals.shape[1], x[k]), vals[k], ".", color=f"C{i}", alpha=0.4, ms=4)
+    ax.axhline(SOLVED, color="grey", ls=":", lw=1, label=f"solved: {SOLVED}")
+    ax.set_xscale("log")
+    ax.set_xticks(steps, [str(s) for s in steps])
+    ax.minorticks_off()
+    n = next(iter(acc.values())).shape[1]
+    ax.set(xlabel="training steps (log scale)", ylabel="held-out accuracy", ylim=(-0.02, 1.02),
+           title=f"the same model with 1-8 heads, {n} seeds (dots), median as lines")
+    ax.legend(fontsize=8, loc="lower right")
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "07_multi_head", "heads", reference_seed, seeds=8,
+        rungs=(Rung("live", steps=125), Rung("4x", steps=500), Rung("8x", steps=1000)),
+        lesson="whether one head can learn the neighbour-pair task given time, or only more slowly than several, "
+               "over 8 seeds at 125, 500 and 1000 steps", claims=reference_claims),
+]
