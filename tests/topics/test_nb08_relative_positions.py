@@ -179,3 +179,13 @@ def test_t5_buckets_and_alibi_slopes_match_the_reference_implementations():
     for n_heads in (8, 12, 16):  # 12: not a power of 2, where Press et al. interleave two sequences
         slopes = build_alibi_tensor(torch.ones(1, 2), n_heads, torch.float64)[:, 0, 1]  # slope x position 1
         torch.testing.assert_close(rp.alibi_slopes(n_heads).double(), slopes, rtol=1e-6, atol=0)
+
+
+def test_the_alibi_reference_reads_per_rung():
+    from qalib.lab.reference import load
+    from qalib.topics.nb08_relative_positions import experiment as E
+
+    t = E.reference_table(load("08_relative_positions", "alibi_layers"))
+    assert len(t) == 4 and all(v["acc"].shape == v["acc_2L"].shape == (8,) for v in t.values())
+    out = E.reference_seed(0, steps=2, lr=3e-3, n_layers=2)
+    assert set(out) == {"acc", "acc_2L"} and all(0 <= x <= 1 for x in out.values())

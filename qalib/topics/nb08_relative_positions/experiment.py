@@ -19,10 +19,12 @@ import torch
 
 from qalib.lab.data import MLMTask, ProbeTask, SyntheticLanguage
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
 from qalib.lab.train import TrainConfig, evaluate, train
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import choice, int_in, seed_list
+from qalib.notebook.claims import above, below, check
 from qalib.notebook.drawing import seed_band
 
 POSITIONS = ("learned", "sinusoidal", "shaw", "relative_key_query", "rotary", "alibi")
@@ -257,3 +259,51 @@ def position_similarity(table: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np
     sim = x @ x.T
     n = sim.shape[0]
     return sim.numpy(), np.arange(n), np.array([float(torch.diagonal(sim, o).mean()) for o in range(n)])
+
+
+# -- the reference: symmetric ALiBi with one layer and with two, trained longer, 8 seeds ---------------------------
+HELD_OUT = 40_000_003  # + the seed: the reference's held-out batches, disjoint from every training stream
+REFERENCE_STEPS = 3000
+
+
+def reference_seed(seed: int, steps: int, lr: float, n_layers: int) -> dict:
+    """One seed of the reference: section 5's 2-back copy with symmetric ALiBi (the live sweep's task and model,
+    n_layers layers), trained `steps` steps at rate `lr`. -> {"acc": held-out accuracy at the training length L,
+    "acc_2L": at 2L}"""
+    from dataclasses import replace
+    setup = replace(ProbeSetup(kind="k_back", k=2), steps=steps, lr=lr, n_layers=n_layers)
+    model = train_probe("alibi", 0, seed, setup, device="cpu")
+    task = setup.task()
+    return {"acc": evaluate(model, task, n_batches=2, batch_size=128, seed=HELD_OUT + seed)["accuracy"],
+            "acc_2L": evaluate(model, task, n_batches=2, batch_size=128, seed=HELD_OUT + seed,
+                               seq_len=2 * setup.seq_len)["accuracy"]}
+
+
+def reference_table(ref) -> dict[str, dict[str, np.ndarray]]:
+    """{rung name: {"acc": (seeds,), "acc_2L": (seeds,)}} in the spec's rung order."""
+    return {r.name: {k: r.values(k) for k in ("acc", "acc_2L")} for r in ref.rungs.values()}
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 08 makes on its reference run (the runner makes them on every regeneration too)."""
+    t = reference_table(ref)
+    one = {name: float(v["acc"].max()) for name, v in t.items() if name.startswith("1 layer")}
+    check("one layer of symmetric ALiBi never learns the 2-back copy: every seed below 50% at every budget, up to "
+          f"{REFERENCE_STEPS} steps at a smaller rate (chance 9%)", below(max(one.values()), 0.5), one)
+    two = t[f"2 layers, {REFERENCE_STEPS} steps"]
+    check(f"two layers learn it: after {REFERENCE_STEPS} steps the median seed is above 90% at the training length L",
+          above(float(np.median(two["acc"])), 0.9), two["acc"])
+    check("but what they learned does not carry to twice the length: the median seed is below 70% at 2L",
+          below(float(np.median(two["acc_2L"])), 0.7), two["acc_2L"])
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "08_relative_positions", "alibi_layers", reference_seed, seeds=8,
+        rungs=(Rung("1 layer, 200 steps", steps=200, lr=1e-2, n_layers=1),
+               Rung(f"1 layer, {REFERENCE_STEPS} steps", steps=REFERENCE_STEPS, lr=3e-3, n_layers=1),
+               Rung("2 layers, 800 steps", steps=800, lr=3e-3, n_layers=2),
+               Rung(f"2 layers, {REFERENCE_STEPS} steps", steps=REFERENCE_STEPS, lr=3e-3, n_layers=2)),
+        lesson="whether symmetric ALiBi can learn the 2-back copy with one layer or two, at the live budget and "
+               "longer, over 8 seeds", claims=reference_claims),
+]
