@@ -186,17 +186,16 @@ CATALOG = [
           "layer and head of a real BERT; number of heads",
           formula='$d_k=d/h$; $W^Q,W^K,W^V,W^O$ hold $4d^2$ parameters for any $h$',
           number='BERT-base: 12 heads of d_k = 64',
-          longer_answer=r"Stacking the heads' $W^Q_i$ side by side gives one $d \times d$ matrix, so "
-                        "$W^Q, W^K, W^V, W^O$ hold $4d^2$ weights whatever $h$ is, and the score FLOPs, $T^2 d$, do "
-                        "not change either; only the number of softmax entries grows with $h$. Concatenation followed "
-                        "by $W^O$ is a sum over heads, each writing its own contribution. With two neighbours to "
-                        "read, one head that weighs them alike loses their order, and any other mix must be unmixed "
-                        "later; two different mixes already recover both. In this notebook's toy, one head learns "
-                        "such a two-neighbour task more slowly than four or eight, on average over seeds. More is not "
-                        "always better: Vaswani et al. (Table 3, row A, one dev-set run per setting) found 1 head 0.9 "
-                        "BLEU worse than 8, and 32 heads 0.4 worse; that small heads hit a low-rank bottleneck is "
-                        "Bhojanapalli et al.'s (2020) hypothesis. Trained heads are partly redundant: many can be "
-                        "removed at test time (Michel et al. 2019)."),
+          longer_answer=("Stacking the heads' $W^Q_i$ side by side gives one $d \\times d$ matrix, so $W^Q, W^K, W^V, W^O$ hold "
+                         "$4d^2$ weights whatever $h$ is, and the score FLOPs, $T^2 d$, do not change either; only the number "
+                         "of softmax entries grows with $h$. Concatenation followed by $W^O$ is a sum over heads, each writing "
+                         "its own contribution. With two neighbours to read, one head that weighs them alike loses their "
+                         "order, and any other mix must be unmixed later; two different mixes already recover both. In this "
+                         "notebook's toy, one head learns such a two-neighbour task more slowly than four or eight, but given "
+                         "1,000 steps it solves it too. More is not always better: Vaswani et al. (Table 3, row A, one dev-set "
+                         "run per setting) found 1 head 0.9 BLEU worse than 8, and 32 heads 0.4 worse; that small heads hit a "
+                         "low-rank bottleneck is Bhojanapalli et al.'s (2020) hypothesis. Trained heads are partly redundant: "
+                         "many can be removed at test time (Michel et al. 2019).")),
     Entry("08_relative_positions.ipynb",
           "How do relative position embeddings work?",
           "Instead of adding a position vector to each token, a relative scheme makes the score of query i and key j "
@@ -205,17 +204,17 @@ CATALOG = [
           "clipping distance and method",
           formula='$s_{ij}=q_i\\cdot k_j+q_i\\cdot a_{\\mathrm{clip}(j-i,\\,k)}$; RoPE: $q_m^{\\top}R_{n-m}\\,k_n$',
           number='Shaw et al. 2018, Table 2: dev BLEU 25.8 at k = 2, 25.8-25.9 up to k = 256 (little variation for k >= 2)',
-          longer_answer="Self-attention without positions is blind to order. Shaw et al. add a learned vector to the "
-                        r"key, $e_{ij} \propto q_i\cdot(k_j + w_{\mathrm{clip}(j-i,\,k)})$, with $2k+1$ vectors; T5 "
-                        "adds one learned scalar per head and log-spaced bucket, shared across layers; ALiBi "
-                        "subtracts $m_h(i-j)$ on past keys in the paper's causal model, or $m_h|j-i|$ in encoder "
-                        r"adaptations, and learns nothing; RoPE rotates pairs of $q$ and $k$ so that $q_m\cdot k_n$ "
-                        "depends on $n-m$. For translation Shaw et al. found a small clip enough: dev BLEU 25.8-25.9 "
-                        "for every $k$ from 2 to 256 (Table 2). In this notebook's one-layer toy the clip must exceed "
-                        "the offset the task needs, and symmetric ALiBi, which cannot tell left from right, fails it "
-                        "at any length. Running on longer inputs is not working there: RoPE language models degrade "
-                        "beyond their training length, which is why position interpolation and YaRN exist. A real "
-                        "BERT's absolute table (all-MiniLM-L6-v2) has learned a partly relative structure on its own."),
+          longer_answer=("Self-attention without positions is blind to order. Shaw et al. add a learned vector to the key, "
+                         "$e_{ij} \\propto q_i\\cdot(k_j + w_{\\mathrm{clip}(j-i,\\,k)})$, with $2k+1$ vectors; T5 adds one "
+                         "learned scalar per head and log-spaced bucket, shared across layers; ALiBi subtracts $m_h(i-j)$ on "
+                         "past keys in the paper's causal model, or $m_h|j-i|$ in encoder adaptations, and learns nothing; "
+                         "RoPE rotates pairs of $q$ and $k$ so that $q_m\\cdot k_n$ depends on $n-m$. For translation Shaw et "
+                         "al. found a small clip enough: dev BLEU 25.8-25.9 for every $k$ from 2 to 256 (Table 2). In this "
+                         "notebook's one-layer toy the clip must exceed the offset the task needs, and one layer of symmetric "
+                         "ALiBi, which cannot tell left from right, fails it (two layers learn it, but not beyond the trained "
+                         "length). Running on longer inputs is not working there: RoPE language models degrade beyond their "
+                         "training length, which is why position interpolation and YaRN exist. A real BERT's absolute table "
+                         "(all-MiniLM-L6-v2) has learned a partly relative structure on its own.")),
     Entry("09_attention_random_walk.ipynb",
           "Is attention a random walk over the tokens?",
           "Yes: every entry of the attention matrix P is positive and every row sums to 1, so P is a Markov "

@@ -141,3 +141,19 @@ def test_truth_greedy_follows_the_argmax_and_paired_interval_brackets_the_mean()
     assert r["low"] < r["mean"] < r["high"] and abs(r["mean"] - 2 / 3) < 1e-12
     with pytest.raises(ValueError):
         paired_interval([1.0], [0.0])
+
+
+def test_a_planted_error_is_impossible_and_changes_nothing_before_it():
+    from qalib.lab.language_truth import true_next_probs
+    from qalib.nn.decoder import DecoderLM
+    from qalib.topics.nb12_decoding.compute import decoder_config, decoding_language, planted_error
+
+    lang = decoding_language()
+    text = lang.sample(16, 24, torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    model = DecoderLM(decoder_config()).eval()
+    r = planted_error(lang, model, text, 8, torch.Generator().manual_seed(1))
+    assert r["edited"].shape == r["clean"].shape == (24 - 1 - 8,) and r["near"].shape == r["forgotten"].shape == (16,)
+    assert np.isfinite(r["edited"]).all() and (r["edited"] >= 0).all()
+    with pytest.raises(ValueError, match="position"):
+        planted_error(lang, model, text, 24, torch.Generator().manual_seed(1))

@@ -92,6 +92,34 @@ def exposure_bias(lang: SyntheticLanguage, model: DecoderLM, text: torch.Tensor,
 
 
 @torch.no_grad()
+def planted_error(lang: SyntheticLanguage, model: DecoderLM, text: torch.Tensor, position: int,
+                  generator: torch.Generator) -> dict:
+    """Exposure bias tested directly: in every real sequence replace the token at `position` by one the language gives
+    probability 0 there (uniform among those), and compare KL(truth || model) at every later position with the same
+    position of the unedited sequence: the same sequences, the same positions, one planted error.
+    The truth reads the planted token only when it predicts the next token (its successor rule) and `lang.lag`
+    tokens on (its copy rule); from offset lag + 1 it has forgotten it, so a KL that stays higher there is the model
+    carrying its own error along.
+    -> {"offsets": (n,) positions after the plant, "edited" and "clean": (n,) mean KL there, "forgotten": (B,) per
+    sequence the mean of edited - clean over the offsets > lag, "near": (B,) the same over offsets 1..lag}"""
+    b, t = text.shape
+    position = int_in("position", position, 1, t - lang.lag - 2)
+    truth = true_next_probs(lang, text[:, :position])[:, -1]          # (B, V): what may follow text[:, :position]
+    impossible = truth == 0
+    impossible[:, :N_SPECIAL] = False                                 # plant a content token, never a special id
+    pick = torch.multinomial(impossible.double(), 1, generator=generator)[:, 0]   # (B,) one impossible token each
+    edited = text.clone()
+    edited[:, position] = pick
+    d = {}
+    for name, ids in (("clean", text), ("edited", edited)):
+        d[name] = kl(true_next_probs(lang, ids[:, :-1]), model_next_probs(model, ids[:, :-1]))[:, position:]  # (B, n)
+    diff = d["edited"] - d["clean"]                                   # (B, n): offset k + 1 predicts token position+k+1
+    offsets = np.arange(1, diff.shape[1] + 1)
+    return {"offsets": offsets, "edited": d["edited"].mean(0).numpy(), "clean": d["clean"].mean(0).numpy(),
+            "near": diff[:, : lang.lag].mean(1).numpy(), "forgotten": diff[:, lang.lag:].mean(1).numpy()}
+
+
+@torch.no_grad()
 def future_attention(model: DecoderLM, ids: torch.Tensor) -> np.ndarray:
     """(layers, heads): the mean attention probability that position i puts on position i + 1 (the token it is
     trained to predict), over the positions that have one. 0 exactly under a causal mask."""
