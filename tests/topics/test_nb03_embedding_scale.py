@@ -168,3 +168,27 @@ def test_setting_demo_notes_extremes():
     r = es.setting(1024, "torch", True)
     assert "drowned" in r["note"]
     torch.manual_seed(0)
+
+
+def test_projected_recovery_removes_the_positions_and_finds_every_token():
+    from qalib.topics.nb03_embedding_scale.compute import projected_recovery, recovery
+
+    r = projected_recovery(64, factor=1.0, vocab_size=1000, n_samples=128, seed=0)
+    assert r["rank"] < 64 and r["token_accuracy"] == 1.0
+    assert recovery(64, factor=1.0, vocab_size=1000, n_samples=128, seed=0)["token_accuracy"] < 0.2  # nearest row alone
+
+
+def test_the_reference_reads_into_budgets_and_draws():
+    import matplotlib.figure
+
+    from qalib.lab.reference import load
+    from qalib.topics.nb03_embedding_scale import experiment as E
+
+    ref = load("03_embedding_scale", "factor")
+    rungs = E.summarize_reference(ref)
+    assert [r.steps for r in rungs] == [100, 400, 1600, 6400]
+    assert all(r.accuracy[v].shape == (8,) for r in rungs for v in E.VARIANTS)
+    assert rungs[0].learned("none").dtype == bool
+    fig = matplotlib.figure.Figure()
+    E.plot_reference(fig, ref)
+    assert len(fig.axes) == 1

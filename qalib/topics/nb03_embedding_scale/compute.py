@@ -125,6 +125,22 @@ def recovery(d_model: int, init: str = "t2t", factor: float = 1.0, vocab_size: i
             "cos_token": cos.numpy(), "ratio": float(ratio), "chance": 1.0 / vocab_size}
 
 
+def projected_recovery(d_model: int, init: str = "t2t", factor: float = 1.0, vocab_size: int = 1000,
+                       n_positions: int = 128, n_samples: int = 512, seed: int = 0, tol: float = 1e-6) -> dict:
+    """Is the token lost in x = factor * E[t] + PE[p], or only hard to read? One fixed linear map first: the projection
+    P onto the orthogonal complement of the positions' span (the rows of PE, whose numerical rank is far below d), then
+    the same nearest-row read-out as recovery(), on P x against the rows of E P. -> {"token_accuracy": with the
+    projection, "rank": the positions' numerical rank (singular values above tol x the largest), "d_model"}"""
+    m = mixed_inputs(d_model, init, factor, vocab_size, n_positions, n_samples, seed)
+    _, sv, vt = torch.linalg.svd(m["pe"].double(), full_matrices=False)
+    rank = int((sv > tol * sv[0]).sum())
+    basis = vt[:rank]                                               # (rank, d): the positions' span
+    proj = torch.eye(m["pe"].shape[1], dtype=torch.float64) - basis.T @ basis   # (d, d): removes it
+    x, table = (m["x"].double() @ proj), (m["table"].double() @ proj)
+    tok_hat = (_unit_rows(x) @ _unit_rows(table).T).argmax(dim=1)
+    return {"token_accuracy": float((tok_hat == m["tokens"]).float().mean()), "rank": rank, "d_model": d_model}
+
+
 def predicted_token_accuracy(ratio: float, d_model: int, vocab_size: int) -> float:
     """Gaussian approximation of recovery(...)['token_accuracy'] for random tables.
 

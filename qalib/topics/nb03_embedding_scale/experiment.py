@@ -16,13 +16,17 @@ import numpy as np
 import torch
 
 from qalib.lab.data import SyntheticLanguage, MLMTask
+from qalib.lab.gate import learned
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import paired_difference
 from qalib.lab.train import TrainConfig, evaluate
 from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.positions import sinusoidal
 from qalib.nn.validate import choice, int_in, seed_list
+from qalib.notebook.claims import above, at_least, at_most, below, check
 from qalib.notebook.drawing import seed_band
 
 VARIANTS = ("sqrt_d", "none", "bert")
@@ -174,3 +178,105 @@ def plot_pretrained_norms(fig, r: dict) -> None:
     ax2.axhline(r["word_mean"], color="C0", ls="--", label=f"mean word row {r['word_mean']:.3g}")
     ax2.set(xlabel="position", ylabel="row L2 norm", title="Position rows by position")
     ax2.legend(fontsize=8)
+
+
+# -- the reference: the same three models trained 4x and 16x longer, 8 seeds ---------------------------------------
+HELD_OUT = 50_000_017  # + the seed: the reference's held-out batches, disjoint from every training stream
+
+
+def reference_seed(seed: int, steps: int) -> dict:
+    """One seed of the reference: each variant of run_experiment (same config, task, optimiser and schedule) trained
+    `steps` steps from this seed. -> {variant: {"accuracy", "eval_loss": held-out, "ratio": the token/position norm
+    ratio before and after}}"""
+    task = experiment_task(128)
+    cfg = TrainConfig(steps=steps, batch_size=32, lr=3e-3, warmup=max(1, steps // 6), log_every=steps, device="cpu")
+    out = {}
+    for v in VARIANTS:
+        model_cfg = variant_config(v, 64, 128)
+        torch.manual_seed(seed)
+        before = _token_to_position(MiniBert(model_cfg))
+        model = train_seeds(model_cfg, task, [seed], cfg).models[0]
+        ev = evaluate(model, task, n_batches=4, batch_size=128, seed=HELD_OUT + seed)
+        out[v] = {"accuracy": ev["accuracy"], "eval_loss": ev["loss"], "ratio": [before, _token_to_position(model.cpu())]}
+    return out
+
+
+GATE_MARGIN = 0.2  # learned: held-out loss at least this far below the uniform guess, log(n_content) nats
+
+
+@dataclass(frozen=True)
+class FactorRung:
+    """One budget of the reference, per variant: (seeds,) arrays in seed order (they pair across variants)."""
+
+    name: str
+    steps: int
+    accuracy: dict[str, np.ndarray]
+    eval_loss: dict[str, np.ndarray]
+    ratio_moved: np.ndarray   # (seeds,) the unscaled model's token/position ratio after training over before
+    uniform_loss: float
+
+    def learned(self, variant: str) -> np.ndarray:
+        """(seeds,) bool: the runs of `variant` whose held-out loss is GATE_MARGIN below the uniform guess."""
+        return np.array([learned("held-out MLM loss", x, baseline=self.uniform_loss, baseline_name="the uniform guess",
+                                 margin=GATE_MARGIN, higher_is_better=False).passed for x in self.eval_loss[variant]])
+
+
+def summarize_reference(ref) -> list[FactorRung]:
+    """The stored reference (qalib.lab.reference.Reference) as one FactorRung per budget, in the spec's order."""
+    uniform = float(np.log(experiment_task(128).language.n_content))
+    out = []
+    for r in ref.rungs.values():
+        ratio = r.values("none", "ratio")  # (seeds, 2): before, after
+        out.append(FactorRung(r.name, int(r.kwargs["steps"]), {v: r.values(v, "accuracy") for v in VARIANTS},
+                              {v: r.values(v, "eval_loss") for v in VARIANTS}, ratio[:, 1] / ratio[:, 0], uniform))
+    return out
+
+
+def plot_reference(fig, ref) -> None:
+    """Held-out accuracy against the budget, per variant (median over seeds as a line, a dot per seed)."""
+    rungs = summarize_reference(ref)
+    steps = np.array([r.steps for r in rungs])
+    ax = fig.add_subplot(1, 1, 1)
+    for i, v in enumerate(VARIANTS):
+        acc = np.array([r.accuracy[v] for r in rungs])  # (rungs, seeds)
+        x = steps * (1 + 0.05 * (i - 1))
+        ax.plot(x, np.median(acc, 1), "o-", color=f"C{i}", label=LABELS[v])
+        for k in range(len(steps)):
+            ax.plot(np.full(acc.shape[1], x[k]), acc[k], ".", color=f"C{i}", alpha=0.4, ms=4)
+    ax.set_xscale("log")
+    ax.set_xticks(steps, [str(s) for s in steps])
+    ax.minorticks_off()
+    ax.set(xlabel="training steps (log scale)", ylabel="held-out masked-token accuracy",
+           title=f"{len(rungs[0].accuracy['none'])} seeds (dots), median as lines")
+    ax.legend(fontsize=8)
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 03 makes on its reference run (the runner makes them on every regeneration too)."""
+    rungs = summarize_reference(ref)
+    first, by = rungs[0], next(r for r in rungs if r.steps == 1600)
+    check(f"the gate (held-out loss {GATE_MARGIN} nats under the uniform guess): without the factor no run learned in "
+          f"{first.steps} steps; every run of all three models had by {by.steps}",
+          at_most(float(first.learned("none").mean()), 0.0) & at_least(min(float(by.learned(v).mean()) for v in VARIANTS), 1.0),
+          {f"no factor, {first.steps} steps": first.eval_loss["none"], "uniform": first.uniform_loss})
+    early = [paired_difference(r.accuracy["sqrt_d"], r.accuracy["none"], "factor", "no factor") for r in rungs[:-1]]
+    check(f"the factor is a head start: at {', '.join(str(r.steps) for r in rungs[:-1])} steps it adds held-out accuracy "
+          "(paired by seed, every 95% interval above 0)", above(min(d.low for d in early), 0), [str(d) for d in early])
+    last = rungs[-1]
+    d = paired_difference(last.accuracy["sqrt_d"], last.accuracy["none"], "factor", "no factor")
+    check(f"and only that: by {last.steps} steps the model without it has caught up (the paired 95% interval of the "
+          "difference lies inside [-0.07, +0.07])", above(d.low, -0.07) & below(d.high, 0.07), str(d))
+    check(f"meanwhile it grew its word rows: its token/position norm ratio moved < 20% in {first.steps} steps and "
+          f"more than doubled by {last.steps}, in every seed",
+          below(float(np.abs(first.ratio_moved - 1).max()), 0.2) & above(float(last.ratio_moved.min()), 2),
+          {f"{first.steps} steps": first.ratio_moved, f"{last.steps} steps": last.ratio_moved})
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "03_embedding_scale", "factor", reference_seed, seeds=8,
+        rungs=(Rung("live", steps=100), Rung("4x", steps=400), Rung("16x", steps=1600), Rung("64x", steps=6400)),
+        lesson="how much the sqrt(d) factor speeds up the original model's masked-token learning at 100, 400, 1600 and "
+               "6400 steps, against the same model without it and a BERT-style one, over 8 paired seeds",
+        claims=reference_claims),
+]
