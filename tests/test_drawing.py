@@ -250,3 +250,17 @@ def test_the_drawing_layer_and_the_topics_plot_code_work_without_ipywidgets():
             "        assert not name.endswith('.demos'), name + ' built its demos without ipywidgets'\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_a_budget_axis_ticks_only_the_budgets_and_seeds_and_median_draws_dots_and_the_median():
+    import matplotlib.figure
+
+    from qalib.notebook.drawing import budget_axis, seeds_and_median
+
+    ax = matplotlib.figure.Figure().add_subplot()
+    seeds_and_median(ax, [100, 400], [[0.1, 0.3, 0.2], [0.5, 0.7, 0.6]], "C0", "a")
+    budget_axis(ax, [100, 400])
+    assert ax.get_xscale() == "log" and list(ax.get_xticks()) == [100, 400]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["100", "400"] and not len(ax.xaxis.get_minorticklocs())
+    median = ax.lines[-1]
+    assert list(median.get_ydata()) == [0.2, 0.6] and median.get_label() == "a" and len(ax.lines) == 3

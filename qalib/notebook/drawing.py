@@ -334,3 +334,20 @@ def seed_band(ax, x, rows, *, log: bool = False, alpha: float = 0.25, **line):
         band.set_data(x, lo, hi)
 
     return drawn, band, move
+
+
+def budget_axis(ax, steps) -> None:
+    """An x axis of training budgets (a reference run's rungs): log scale, a tick at each budget and no others."""
+    ax.set_xscale("log")
+    log_ticks(ax, "x", list(steps), [str(s) for s in steps])
+    ax.set_xlabel("training steps (log scale)")
+
+
+def seeds_and_median(ax, x, rows, color, label: str | None = None, *, marker: str = "o-", mfc=None, ms: float = 6):
+    """Per-seed values `rows` (n_x, S) at positions x (n_x,): a small dot per seed and the median as `marker`
+    (a line through the medians when marker has '-'; mfc='white' draws it open)."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=float))
+    x = np.asarray(x, dtype=float).reshape(-1)
+    for xi, row in zip(x, rows):
+        ax.plot(np.full(len(row), xi), row, ".", color=color, alpha=0.4, ms=4)
+    ax.plot(x, np.median(rows, axis=1), marker, color=color, mfc=mfc, ms=ms, label=label)

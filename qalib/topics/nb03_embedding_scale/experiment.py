@@ -27,7 +27,7 @@ from qalib.nn.model import MiniBert
 from qalib.nn.positions import sinusoidal
 from qalib.nn.validate import choice, int_in, seed_list
 from qalib.notebook.claims import above, at_least, at_most, below, check
-from qalib.notebook.drawing import seed_band
+from qalib.notebook.drawing import budget_axis, seed_band, seeds_and_median
 
 VARIANTS = ("sqrt_d", "none", "bert")
 LABELS = {"sqrt_d": r"original, $\times\sqrt{d}$", "none": "original, no factor", "bert": "BERT-style"}
@@ -239,14 +239,9 @@ def plot_reference(fig, ref) -> None:
     ax = fig.add_subplot(1, 1, 1)
     for i, v in enumerate(VARIANTS):
         acc = np.array([r.accuracy[v] for r in rungs])  # (rungs, seeds)
-        x = steps * (1 + 0.05 * (i - 1))
-        ax.plot(x, np.median(acc, 1), "o-", color=f"C{i}", label=LABELS[v])
-        for k in range(len(steps)):
-            ax.plot(np.full(acc.shape[1], x[k]), acc[k], ".", color=f"C{i}", alpha=0.4, ms=4)
-    ax.set_xscale("log")
-    ax.set_xticks(steps, [str(s) for s in steps])
-    ax.minorticks_off()
-    ax.set(xlabel="training steps (log scale)", ylabel="held-out masked-token accuracy",
+        seeds_and_median(ax, steps * (1 + 0.05 * (i - 1)), acc, f"C{i}", LABELS[v])  # offset: dots stay visible
+    budget_axis(ax, steps)
+    ax.set(ylabel="held-out masked-token accuracy",
            title=f"{len(rungs[0].accuracy['none'])} seeds (dots), median as lines")
     ax.legend(fontsize=8)
 

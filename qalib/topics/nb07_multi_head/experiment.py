@@ -31,6 +31,7 @@ from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
+from qalib.notebook.drawing import budget_axis, seeds_and_median
 from qalib.notebook.claims import above, at_least, check
 from qalib.topics.nb07_multi_head.compute import VASWANI_TABLE3_A
 
@@ -251,15 +252,11 @@ def plot_reference(fig, ref) -> None:
     for i, h in enumerate(REFERENCE_HEADS):
         vals = np.array([acc[name][i] for name in acc])  # (rungs, seeds)
         x = steps * (1 + 0.04 * (i - 1.5))                 # a small offset per head count, so dots stay visible
-        ax.plot(x, np.median(vals, 1), "o-", color=f"C{i}", label=f"{h} head{'s' * (h > 1)}")
-        for k in range(len(steps)):
-            ax.plot(np.full(vals.shape[1], x[k]), vals[k], ".", color=f"C{i}", alpha=0.4, ms=4)
+        seeds_and_median(ax, x, vals, f"C{i}", f"{h} head{'s' * (h > 1)}")
     ax.axhline(SOLVED, color="grey", ls=":", lw=1, label=f"solved: {SOLVED}")
-    ax.set_xscale("log")
-    ax.set_xticks(steps, [str(s) for s in steps])
-    ax.minorticks_off()
+    budget_axis(ax, steps)
     n = next(iter(acc.values())).shape[1]
-    ax.set(xlabel="training steps (log scale)", ylabel="held-out accuracy", ylim=(-0.02, 1.02),
+    ax.set(ylabel="held-out accuracy", ylim=(-0.02, 1.02),
            title=f"the same model with 1-8 heads, {n} seeds (dots), median as lines")
     ax.legend(fontsize=8, loc="lower right")
 

@@ -27,7 +27,7 @@ from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
 from qalib.notebook.claims import above, at_least, below, check
-from qalib.notebook.drawing import log_ticks, seed_band
+from qalib.notebook.drawing import budget_axis, log_ticks, seed_band, seeds_and_median
 from qalib.topics.nb09_attention_random_walk.compute import FLOAT_FLOOR, LOG_AXIS_TICKS, collapse_ratio, effective_rank, stationary
 
 VARIANTS = {"residual": True, "no residual": False}
@@ -334,19 +334,13 @@ def plot_reference(fig, ref) -> None:
     steps = np.array([r.steps for r in bert])
     for i, (v, c) in enumerate(zip(VARIANTS, ("C0", "C3"))):
         gain = np.array([r.accuracy[v] - r.best_constant for r in bert])  # (rungs, seeds)
-        ax.plot(steps, np.median(gain, 1), "o-", color=c, label=f"{v}, std 0.02 (BERT), lr 1e-2")
-        for k, s in enumerate(steps):
-            ax.plot(np.full(gain.shape[1], s), gain[k], ".", color=c, alpha=0.4, ms=4)
-        for r in other:
-            x = r.steps * (1.25 + 0.1 * i)
-            g = r.accuracy[v] - r.best_constant
-            ax.plot(np.full(len(g), x), g, ".", color=c, alpha=0.4, ms=4)
-            ax.plot([x], [np.median(g)], "o", mfc="white", color=c, ms=7, label=f"{v}, std {r.init_std:g}, lr {r.lr:g}")
+        seeds_and_median(ax, steps, gain, c, f"{v}, std 0.02 (BERT), lr 1e-2")
+        for r in other:  # beside the last budget, open markers
+            seeds_and_median(ax, [r.steps * (1.25 + 0.1 * i)], [r.accuracy[v] - r.best_constant], c,
+                             f"{v}, std {r.init_std:g}, lr {r.lr:g}", marker="o", mfc="white", ms=7)
     ax.axhline(0, color="grey", ls=":", lw=1, label="the best constant prediction")
-    ax.set_xscale("log")
-    ax.set_xticks(steps, [str(s) for s in steps])
-    ax.minorticks_off()
-    ax.set(xlabel="training steps (log scale)", ylabel="held-out accuracy minus the best constant's",
+    budget_axis(ax, steps)
+    ax.set(ylabel="held-out accuracy minus the best constant's",
            title=f"2 layers, {len(bert[0].best_constant)} seeds (dots), median as markers")
     ax.legend(fontsize=7)
 

@@ -25,7 +25,7 @@ from qalib.lab.train import TrainConfig, evaluate, train
 from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
 from qalib.notebook.claims import above, at_least, below, check
-from qalib.notebook.drawing import decade_ticks, seed_band
+from qalib.notebook.drawing import budget_axis, decade_ticks, seed_band, seeds_and_median
 from qalib.topics.nb10_residuals_ffn_masks.compute import block_config
 
 VARIANTS = {"with residual": True, "without residual": False}
@@ -245,20 +245,14 @@ def plot_reference(fig, ref) -> None:
     steps = np.array([r.steps for r in bert])
     for i, (v, c) in enumerate(zip(VARIANTS, ("C0", "C3"))):
         acc = np.array([r.accuracy[v] for r in bert])  # (rungs, seeds)
-        ax.plot(steps, np.median(acc, 1), "o-", color=c, label=f"{v}, std 0.02 (BERT), lr 1e-2")
-        for k, s in enumerate(steps):
-            ax.plot(np.full(acc.shape[1], s), acc[k], ".", color=c, alpha=0.4, ms=4)
-        for r in other:
-            x = r.steps * (1.25 + 0.1 * i)
-            ax.plot(np.full(len(r.accuracy[v]), x), r.accuracy[v], ".", color=c, alpha=0.4, ms=4)
-            ax.plot([x], [np.median(r.accuracy[v])], "o", mfc="white", color=c, ms=7,
-                    label=f"{v}, std {r.init_std:g}, lr {r.lr:g}")
+        seeds_and_median(ax, steps, acc, c, f"{v}, std 0.02 (BERT), lr 1e-2")
+        for r in other:  # beside the last budget, open markers
+            seeds_and_median(ax, [r.steps * (1.25 + 0.1 * i)], [r.accuracy[v]], c,
+                             f"{v}, std {r.init_std:g}, lr {r.lr:g}", marker="o", mfc="white", ms=7)
     ax.axhline(CHANCE, color="grey", ls=":", lw=1, label="chance (1/27)")
     ax.axhline(2 * CHANCE, color="grey", ls="--", lw=1, label="the gate: twice chance")
-    ax.set_xscale("log")
-    ax.set_xticks(steps, [str(s) for s in steps])
-    ax.minorticks_off()
-    ax.set(xlabel="training steps (log scale)", ylabel="held-out accuracy", ylim=(-0.02, 1.02),
+    budget_axis(ax, steps)
+    ax.set(ylabel="held-out accuracy", ylim=(-0.02, 1.02),
            title=f"6 layers, {len(rungs[0].accuracy['with residual'])} seeds (dots), median as markers")
     ax.legend(fontsize=7, loc="center right")
 
