@@ -171,3 +171,35 @@ def test_checkpoint_position_tensors_reads_the_file(tmp_path):
     r = T.checkpoint_position_tensors(tmp_path)
     assert r == {"tensors": {"embeddings.position_embeddings.weight": (7, 4)}, "max_position_embeddings": 7,
                  "position_embedding_type": "absolute"}
+
+
+def test_reference_variants_start_where_they_claim_and_only_the_fixed_rows_stay_put():
+    from qalib.lab.data import ProbeTask
+    from qalib.topics.nb02_sin_cos_positions import experiment as E
+
+    batch = ProbeTask("previous", vocab_size=16, seq_len=12).batch(4, torch.Generator().manual_seed(1))
+    out = lambda m: m.eval()(batch.input_ids, batch.token_type_ids, batch.attention_mask).last_hidden_state  # noqa: E731
+    torch.manual_seed(3)
+    from_sinusoid = E.reference_model("learned from sinusoid")
+    torch.manual_seed(3)
+    assert torch.equal(out(from_sinusoid), out(E.reference_model("sinusoidal")))  # the same start, every weight
+    torch.manual_seed(3)
+    fixed = E.reference_model("fixed random")
+    torch.manual_seed(3)
+    assert torch.equal(out(fixed), out(E.reference_model("learned")))
+    assert not fixed.embeddings.position_embeddings.weight.requires_grad
+    assert from_sinusoid.embeddings.position_embeddings.weight.requires_grad
+    r = E.reference_seed(0, steps=2, variants=("fixed random", "sinusoidal"))
+    assert set(r) == {"fixed random", "sinusoidal"} and r["fixed random"]["unseen"] is None
+    assert 0 <= r["sinusoidal"]["unseen"] <= 1 and 0 <= r["fixed random"]["accuracy"] <= 1
+    with pytest.raises(ValueError, match="variants"):
+        E.reference_seed(0, steps=2, variants=("rotary",))
+
+
+def test_the_stored_reference_reads_per_rung():
+    from qalib.lab.reference import load
+    from qalib.topics.nb02_sin_cos_positions import experiment as E
+
+    v = E.reference_view(load("02_sin_cos_positions", "positions"))
+    assert set(v["live"]) == set(E.REFERENCE_VARIANTS) and set(v["BERT's init"]) == {"learned", "sinusoidal", "none"}
+    assert v["16x"]["sinusoidal"]["unseen"].shape == (10,) and "unseen" not in v["16x"]["learned"]
