@@ -397,13 +397,13 @@ CATALOG = [
                          "this notebook's sentence-pair relation from its frozen [CLS] vector as well as from the mean, while "
                          "an encoder that was never pretrained lets the same probe read little. Holding information is not the "
                          "same as being a good sentence embedding. For a span, each token judges itself with the same two "
-                         "vectors; a head that must write the position from [CLS] alone found the exact answer far less often "
-                         "here. Merchant et al. (2020) report that fine-tuning mostly changes BERT's top layers. Here the top "
-                         "layer's *output* moved most at every budget; its *weights* moved like every other layer's in the "
-                         "first 20 steps, and over 1.4 times the bottom layer's at BERT's recipe. A run that learns the task "
-                         "also loses part of what pretraining built, on text the task never showed: more the longer it trains "
-                         "and the higher the rate. At 33x BERT's rate most runs collapsed to one class. Freezing the lower "
-                         "layers kept more at a moderate rate.")),
+                         "vectors; a head that must write the position from [CLS] alone found the exact answer far less often. "
+                         "Merchant et al. (2020) report that fine-tuning mostly changes BERT's top layers. Here, training all "
+                         "six layers (the embeddings frozen), the top layer's *output* moved most at every budget; its "
+                         "*weights* moved like the others' in the first 20 steps, and over 1.4 times the bottom layer's at "
+                         "BERT's recipe. A run that learns the task also loses part of what pretraining built, on text the "
+                         "task never showed: more with longer training and higher rates. At 33x BERT's rate most runs "
+                         "collapsed. Freezing the lower layers kept more at a moderate rate.")),
     Entry("18_attention_explanation.ipynb",
           "Is attention an explanation?",
           "Not by itself. An attention weight says what was mixed into one position in one layer, not whether "
