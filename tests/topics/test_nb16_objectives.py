@@ -200,3 +200,22 @@ def test_task_floors_are_ordered_and_an_untrained_model_sits_above_them():
     for o in ob.OBJECTIVES:
         untrained = oe.held_out_loss(ob.build_model(o, ob.model_config()).eval(), o, n=64)
         assert untrained > max(f[o].values()) + 0.5, o
+
+
+def test_left_from_current_ceiling_matches_a_count_on_sampled_text():
+    """The exact Bayes accuracy of guessing x_(t-1) from x_t agrees with the same guess counted on 20,000 sampled
+    sentences (the best guess per (position, x_t) read from the counts)."""
+    from qalib.topics.nb16_objectives.compute import left_from_current_ceiling, objectives_language
+
+    lang, length = objectives_language(), 17
+    exact = left_from_current_ceiling(lang, length)
+    x = lang.sample(20_000, length, torch.Generator().manual_seed(0))
+    hits = []
+    for t in range(1, length - 1):
+        counts = torch.zeros(lang.vocab_size, lang.vocab_size)
+        counts.index_put_((x[:, t], x[:, t - 1]), torch.ones(len(x)), accumulate=True)  # (x_t, x_(t-1))
+        hits.append(float(counts.max(1).values.sum() / len(x)))
+    assert abs(exact - sum(hits) / len(hits)) < 0.01
+    assert 1 / lang.branching < exact < 1  # better than a blind guess among 4 predecessors, not certain
+    with pytest.raises(ValueError, match="length"):
+        left_from_current_ceiling(lang, 2)

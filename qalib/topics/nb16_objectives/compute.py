@@ -46,6 +46,22 @@ def objectives_language(seed: int = 0) -> SyntheticLanguage:
     return SyntheticLanguage(vocab_size=LANG_VOCAB, branching=4, lag=4, p_lag=0.0, seed=seed)
 
 
+def left_from_current_ceiling(lang: SyntheticLanguage, length: int) -> float:
+    """The best accuracy of guessing x_{t-1} from x_t alone, averaged over positions t = 1 .. length - 2 (the
+    probes' positions), computed exactly from the chain: x_0 uniform, P_t = P_0 T^t, T[a, b] the share of a's
+    successor slots that are b; at each t the best guess for x_{t-1} given x_t = b is argmax_a P_{t-1}(a) T[a, b]."""
+    n = lang.n_content
+    T = torch.zeros(n, n, dtype=torch.float64)
+    T.index_put_((torch.arange(n).repeat_interleave(lang.branching), lang.successors.reshape(-1)),
+                  torch.full((n * lang.branching,), 1 / lang.branching, dtype=torch.float64), accumulate=True)
+    p, best = torch.full((n,), 1 / n, dtype=torch.float64), []
+    for _ in range(1, int_in("length", length, 3) - 1):
+        joint = p[:, None] * T              # (n, n): P(x_{t-1} = a, x_t = b)
+        best.append(float(joint.max(0).values.sum()))
+        p = joint.sum(0)                    # P_t
+    return float(np.mean(best))
+
+
 def model_config(d_model: int = 32, n_layers: int = 2) -> DecoderConfig:
     """GPT-2's block layout (pre-norm, tied output layer) at width d_model, 4 heads, d_ff = 4 d. The MLM model is the
     same network with causal=False; T5's encoder-decoder gets n_layers / 2 layers per stack (see build_model)."""
