@@ -50,10 +50,11 @@ def test_same_settings_same_figure(stem, factory):
 
 def _fresh_png(demo) -> bytes:
     """What plotting the demo's current result on a new figure, at the kept figure's axes positions, draws."""
-    from qalib.notebook.widgets import _figure, _live_artists, _png
+    from qalib.notebook.widgets import _figure, _live_artists, _overlays_live, _png
 
     fig = _figure(demo.figsize, demo.dpi, layout="none")
     demo.plot(fig, demo.result)
+    _overlays_live(fig)
     for ax, kept in zip(fig.axes, demo._figure.axes):
         ax.set_position(kept.get_position(original=True))
     fig.canvas.draw()
@@ -78,3 +79,33 @@ def test_updating_in_place_draws_what_a_fresh_plot_draws(stem, factory):
                 assert demo.image.value == _fresh_png(demo), f"{factory.__name__}: {name}={value!r} drew a stale figure"
                 if isinstance(control, W.Text):  # a typed sentence must not redraw static parts (qalib.notebook.drawing)
                     assert demo.last_redraw_kind == "live", f"{factory.__name__}: new {name} drew {demo.last_redraw_kind}"
+
+
+def test_static_markers_above_a_live_image_stay_visible_after_a_redraw():
+    """The kept background is painted first and the live artists over it: a static marker (or legend) that a full
+    draw paints above a live image must be drawn over it too, or every redraw hides it."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from qalib.notebook.drawing import live
+    from qalib.notebook.widgets import Demo
+
+    def plot(fig, level):
+        ax = fig.subplots()
+        im = ax.imshow(np.full((8, 8), level), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+        ax.plot([4], [4], "s", ms=30, color="red")  # static, above the image (zorder 2 > 0)
+        ax.set_axis_off()
+        live(im)
+
+        def update(level):
+            im.set_data(np.full((8, 8), level))
+        return update
+
+    demo = Demo(lambda level: level, plot, {"level": W.FloatSlider(value=0.0, min=0, max=1)})
+    demo.controls["level"].value = 1.0
+    assert demo.last_redraw_kind == "live"
+    import io
+    from PIL import Image
+    pixels = np.asarray(Image.open(io.BytesIO(bytes(demo.image.value))).convert("RGB")).reshape(-1, 3)
+    red = (pixels[:, 0] > 200) & (pixels[:, 1] < 60) & (pixels[:, 2] < 60)
+    assert red.sum() > 100, "the marker was painted under the live image"
+    plt.close("all")

@@ -133,6 +133,8 @@ class Demo:
         if change is Change.FIGURE:
             self.last_redraw_kind = "figure"
             fig, update = self._draw(result)
+            if update is not None:
+                _overlays_live(fig)
             fig.canvas.draw()  # lays out (if the layout is new) and renders everything but the live artists
             self._keep_layout(fig)
             if update is None:  # a plot without update: nothing to keep
@@ -260,6 +262,19 @@ def _pixels(box: matplotlib.transforms.Bbox, height: int, width: int) -> tuple[s
 
 def _overlap(a: tuple[slice, slice], b: tuple[slice, slice]) -> bool:
     return all(max(p.start, q.start) < min(p.stop, q.stop) for p, q in zip(a, b))
+
+
+def _overlays_live(fig: matplotlib.figure.Figure) -> None:
+    """Mark live, too, every static artist an axes paints above one of its live artists (markers or a legend over a
+    live image): the kept background is painted first and the live artists over it, so a static artist above a live
+    one would be covered on every draw."""
+    for ax in fig.axes:
+        lowest = min((a.get_zorder() for a in ax.get_children() if a.get_animated()), default=None)
+        if lowest is None:
+            continue
+        for artist in (*ax.images, *ax.lines, *ax.collections, *ax.patches, *ax.texts, ax.get_legend()):
+            if artist is not None and not artist.get_animated() and artist.get_zorder() > lowest:
+                artist.set_animated(True)
 
 
 def _live_artists(fig: matplotlib.figure.Figure) -> list:
