@@ -61,7 +61,8 @@ def test_a_real_anki_collection_imports_the_deck_and_updates_it_in_place(tmp_pat
 
     first = write_deck(tmp_path / "v1", cards, timestamp=T0)
     target = next(c for c in cards if c.question is None and "$" in c.answer)
-    changed = [dataclasses.replace(c, answer="Edited: the variance is $d_k$.") if c == target else c for c in cards]
+    changed = [dataclasses.replace(c, answer="Edited: the variance is $d_k$.", short="It is $d_k$.") if c == target
+               else c for c in cards]
     second = write_deck(tmp_path / "v2", changed, timestamp=T0 + 60)
 
     (tmp_path / "collection").mkdir()  # a fresh, empty collection
@@ -88,7 +89,8 @@ def test_a_real_anki_collection_imports_the_deck_and_updates_it_in_place(tmp_pat
         log = import_(second).log
         assert len(log.new) == 0 and col.note_count() == len(cards)          # updated, not duplicated
         assert col.db.scalar("select id from notes where guid = ?", guid) == nid
-        assert col.get_note(nid)["Answer"] == "Edited: the variance is \\(d_k\\)."
+        assert col.get_note(nid)["Answer"] == ("<p><strong>It is \\(d_k\\).</strong></p><hr>"  # the short answer first
+                                               "Edited: the variance is \\(d_k\\).")
         assert col.get_note(nid).card_ids() == [cid]
         assert col.db.first("select type, due, ivl from cards where id = ?", cid) == scheduled  # kept
     finally:

@@ -37,7 +37,8 @@ def test_drill_file_follows_the_schema_and_links_to_real_sections(stem):
 def test_no_answer_is_visible_in_the_notebook_source(stem):
     nb = nbformat.read(f"notebooks/{stem}.ipynb", as_version=4)
     source = "\n".join(c.source for c in nb.cells)
-    assert "<details>" not in source and "Question(" not in source
+    # a folded box is for details of a run ("Limits of this run"), never for an answer the reader should try first
+    assert "Question(" not in source and not re.search(r"<summary>[^<]*answer", source, re.I)
     drill = Q.load(stem)
     for text in [f.answer for f in drill.follow_ups] + [q.explanation for q in drill.questions]:
         first_line = text.strip().splitlines()[0][:60]
@@ -73,7 +74,15 @@ def test_follow_up_answer_appears_only_when_revealed():
     assert all(not out.outputs for out in view.follow_ups.answers)
     text = view.follow_ups.reveal(0)
     f = view.drill.follow_ups[0]
-    assert f.answer.strip() in text and Q.section_link(f.section) in text
+    assert text.startswith(f"**{f.short}**") and Q.section_link(f.section) in text
+    assert f"<details><summary>more</summary>\n\n{f.answer.strip()}\n\n</details>" in text  # the full one, folded
+
+
+@pytest.mark.parametrize("stem", DRILLS)
+def test_every_follow_up_has_a_short_answer_one_can_say_in_15_seconds(stem):
+    for f in Q.load(stem).follow_ups:
+        assert 3 <= Q.count_words(f.short) <= Q.SHORT_MAX_WORDS and "\n" not in f.short, f.question
+        assert Q.count_words(f.short) < Q.count_words(f.answer) or Q.count_words(f.answer) <= Q.SHORT_MAX_WORDS, f.question
 
 
 def write(tmp_path, monkeypatch, body: str) -> None:
@@ -81,7 +90,7 @@ def write(tmp_path, monkeypatch, body: str) -> None:
     (tmp_path / "nb.toml").write_text(body)
 
 
-GOOD_DRILL = '[[drill]]\nquestion = "Q?"\nanswer = "A."\nsection = "S"\n'
+GOOD_DRILL = '[[drill]]\nquestion = "Q?"\nanswer = "A."\nsection = "S"\nshort = "A."\n'
 
 
 @pytest.mark.parametrize("body, message", [
@@ -92,6 +101,9 @@ GOOD_DRILL = '[[drill]]\nquestion = "Q?"\nanswer = "A."\nsection = "S"\n'
     (GOOD_DRILL + '[[quiz]]\nprompt = "P"\noptions = ["a", "a"]\nanswer = "a"\nexplanation = "E"\nsection = "S"\n',
      "quiz 1: a question's options must differ"),
     ('[[drill]]\nquestion = "Q?"\nsection = "S"\n', "nb.toml: drill 1: 'answer' must be a non-empty string"),
+    ('[[drill]]\nquestion = "Q?"\nanswer = "A."\nsection = "S"\n', "nb.toml: drill 1: 'short' must be a non-empty"),
+    ('[[drill]]\nquestion = "Q?"\nanswer = "A."\nsection = "S"\nshort = "' + "word " * 41 + '"\n',
+     "drill 1: 'short' must be one line of at most 40 words, got 41"),
     (GOOD_DRILL, "at least one \\[\\[drill\\]\\] and one \\[\\[quiz\\]\\]"),
     ('[[drill]\n', "nb.toml is not valid TOML"),
     ('[[quizz]]\nprompt = "P"\n', "unknown tables \\['quizz'\\]"),

@@ -35,6 +35,7 @@ class Card:
     answer: str             # markdown: the follow-up's answer, or the quiz question's explanation
     section: str
     question: Q.Question | None = None  # set for a multiple-choice card
+    short: str = ""         # a follow-up's short answer (said aloud first); empty for a quiz question
 
     @property
     def link(self) -> str:
@@ -62,7 +63,8 @@ def pool(notebooks: list[str] | None = None) -> list[Card]:
     cards = []
     for name in names:
         drill = Q.load(name)
-        cards += [Card(card_id(name, f.question), name, f.question, f.answer, f.section) for f in drill.follow_ups]
+        cards += [Card(card_id(name, f.question), name, f.question, f.answer, f.section, short=f.short)
+                  for f in drill.follow_ups]
         cards += [Card(card_id(name, q.prompt), name, q.prompt, q.explanation, q.section, q) for q in drill.questions]
     return cards
 
@@ -150,7 +152,8 @@ class MockInterview:
         c = self.current
         typed = self.typed.value.strip()
         mine = f"**Your answer:** {html.escape(typed)}\n\n" if typed else ""
-        text = f"{mine}**Our answer:** {c.answer.strip()}\n\n[→ {c.section} in {c.notebook}]({c.link})"
+        ours = Q.revealed_answer(c.short, c.answer) if c.short else c.answer.strip()
+        text = f"{mine}**Our answer:** {ours}\n\n[→ {c.section} in {c.notebook}]({c.link})"
         self._markdown(text)
         self._show(*self.rating_buttons.values())
         return text

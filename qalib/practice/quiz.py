@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import random
+import re
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,12 +47,23 @@ class Question:
         return replace(self, options=[self.options[i] for i in order], answer=order.index(self.answer))
 
 
+SHORT_MAX_WORDS = 40  # a follow-up's short answer: what one says aloud in about 15 seconds
+_FORMULA = re.compile(r"\$[^$]+\$")
+
+
+def count_words(text: str) -> int:
+    """Whitespace-separated tokens, an inline formula $...$ counting as one word however many spaces it holds."""
+    return len(_FORMULA.sub("F", text).split())
+
+
 @dataclass(frozen=True)
 class FollowUp:
-    """A follow-up an interviewer asks next, with the answer we would give."""
+    """A follow-up an interviewer asks next, with the answer we would give: short (one line, at most
+    SHORT_MAX_WORDS words, said aloud) and in full (markdown, LaTeX allowed)."""
     question: str
     answer: str        # markdown, LaTeX allowed
     section: str       # the heading of the notebook section it builds on
+    short: str         # the answer in at most SHORT_MAX_WORDS words, one line
 
 
 @dataclass(frozen=True)
@@ -92,8 +104,12 @@ def load(notebook: str) -> Drill:
     follow_ups = []
     for i, entry in enumerate(data.get("drill", []), 1):
         where = f"{path.name}: drill {i}"
-        follow_ups.append(FollowUp(_text(entry, "question", where), _text(entry, "answer", where),
-                                   _text(entry, "section", where)))
+        question, answer, section = (_text(entry, key, where) for key in ("question", "answer", "section"))
+        short = _text(entry, "short", where).strip()
+        if "\n" in short or count_words(short) > SHORT_MAX_WORDS:
+            raise ValueError(f"{where}: 'short' must be one line of at most {SHORT_MAX_WORDS} words, got "
+                             f"{count_words(short)} words: {short[:60]!r}...")
+        follow_ups.append(FollowUp(question, answer, section, short))
     questions = []
     for i, entry in enumerate(data.get("quiz", []), 1):
         where = f"{path.name}: quiz {i}"
@@ -121,6 +137,11 @@ def section_anchor(heading: str) -> str:
 def section_link(heading: str) -> str:
     """A markdown link back to the section that answers an entry."""
     return f"[→ {heading}]({section_anchor(heading)})"
+
+
+def revealed_answer(short: str, full: str) -> str:
+    """Markdown of a revealed follow-up: the short answer in bold, the full one in a folded <details> ("more")."""
+    return f"**{short.strip()}**\n\n<details><summary>more</summary>\n\n{full.strip()}\n\n</details>"
 
 
 def grade(question: Question, choice: int | None) -> tuple[bool, str]:
@@ -190,11 +211,11 @@ class FollowUps:
         self.widget.add_class("qalib-drill")
 
     def reveal(self, i: int) -> str:
-        """Show follow-up i's answer (once) and return the markdown shown."""
+        """Show follow-up i's answer (once): the short one, the full one folded under it; return the markdown."""
         from IPython.display import Markdown
 
         f = self.follow_ups[i]
-        text = f"{f.answer.strip()}\n\n{section_link(f.section)}"
+        text = f"{revealed_answer(f.short, f.answer)}\n\n{section_link(f.section)}"
         self.answers[i].outputs = ()  # not clear_output(): setting the trait works in every front end
         self.answers[i].append_display_data(Markdown(text))
         return text

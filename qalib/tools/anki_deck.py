@@ -64,6 +64,8 @@ def note_fields(card: Card) -> list[str]:
     q = card.question
     options = "" if q is None else "".join(f"<li>{to_anki_html(o)}</li>" for o in q.options)
     answer = to_anki_html(card.answer)
+    if card.short:  # the short answer first, the full one under a rule
+        answer = f"<p><strong>{to_anki_html(card.short)}</strong></p><hr>{answer}"
     if q is not None:
         answer = f"<p><strong>{to_anki_html(q.options[q.answer])}</strong></p>{answer}"
     source = f"{html.escape(card.notebook)} · {to_anki_html(card.section)}"

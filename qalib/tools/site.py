@@ -91,7 +91,8 @@ def drill_html(notebook: str) -> str:
         return markdown2html(text.strip())
 
     follow = "".join(
-        f"<li>{md(f.question)}<details><summary>Our answer</summary>{md(f.answer)}"
+        f"<li>{md(f.question)}<details><summary>Our answer</summary>{md(f'**{f.short}**')}"
+        f"<details><summary>more</summary>{md(f.answer)}</details>"
         f"{md(quiz.section_link(f.section))}</details></li>" for f in drill.follow_ups)
     questions = "".join(
         f"<li>{md(q.prompt)}<ol type='a'>{''.join(f'<li>{md(o)}</li>' for o in q.options)}</ol>"

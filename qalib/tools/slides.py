@@ -130,14 +130,13 @@ def slim_outputs(cell) -> None:
 
 
 def drill_cells(stem: str) -> list:
-    """The follow-ups, one vertical sub-slide each: the question, then our answer's first sentence on the next
-    click (the whole answer in the notes)."""
+    """The follow-ups, one vertical sub-slide each: the question, then our short answer on the next click (the
+    whole answer in the notes)."""
     cells = []
     for i, f in enumerate(quiz.load(stem).follow_ups, 1):
-        short = re.split(r"(?<=[.!?])\s+", f.answer.strip())[0]
         cells += [nbformat.v4.new_markdown_cell(f"### Follow-up {i}\n\n**{f.question}**",
                                                 metadata={"slideshow": {"slide_type": "subslide"}}),
-                  nbformat.v4.new_markdown_cell(short, metadata={"slideshow": {"slide_type": "fragment"}}),
+                  nbformat.v4.new_markdown_cell(f.short, metadata={"slideshow": {"slide_type": "fragment"}}),
                   nbformat.v4.new_markdown_cell(f.answer, metadata={"slideshow": {"slide_type": "notes"}})]
     return cells
 
