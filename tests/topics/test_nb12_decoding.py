@@ -157,3 +157,17 @@ def test_a_planted_error_is_impossible_and_changes_nothing_before_it():
     assert np.isfinite(r["edited"]).all() and (r["edited"] >= 0).all()
     with pytest.raises(ValueError, match="position"):
         planted_error(lang, model, text, 24, torch.Generator().manual_seed(1))
+
+
+def test_the_kv_reference_unit_and_its_baseline():
+    from qalib.lab.reference import load
+    from qalib.topics.nb12_decoding import experiment as E
+
+    lang = E.decoding_language()
+    ids = lang.sample(64, E.SEQ_LEN, torch.Generator().manual_seed(0))
+    u = E.unigram_loss(lang, ids)
+    assert 0 < u <= np.log(27) + 1e-9  # a context-free guess: at most the uniform one over the 27 tokens
+    out = E.reference_seed(0, steps=2)
+    assert set(out) == {"H", "unigram", *E.VARIANTS} and all(out[v]["loss"] > 0 for v in E.VARIANTS)
+    ex = E.reference_excess(load("12_decoding", "kv_heads"))
+    assert set(ex) == {"live", "4x", "16x", "d_head 16"} and ex["16x"]["MQA, 1 kv head"].shape == (8,)

@@ -37,10 +37,12 @@ def decoding_language(seed: int = 0) -> SyntheticLanguage:
     return SyntheticLanguage(vocab_size=VOCAB, branching=4, lag=4, p_lag=0.5, seed=seed)
 
 
-def decoder_config(causal: bool = True, n_kv_heads: int | None = None, max_len: int = 64) -> DecoderConfig:
-    """The notebook's decoder: GPT-2's layout at d = 32, 2 layers, 4 heads (d_head 8), d_ff = 128."""
-    return DecoderConfig(vocab_size=VOCAB, d_model=32, n_layers=2, n_heads=4, n_kv_heads=n_kv_heads, d_ff=128,
-                         max_len=max_len, causal=causal)
+def decoder_config(causal: bool = True, n_kv_heads: int | None = None, max_len: int = 64,
+                   d_model: int = 32) -> DecoderConfig:
+    """The notebook's decoder: GPT-2's layout at d = 32, 2 layers, 4 heads (d_head 8), d_ff = 4d = 128. d_model = 64
+    (d_head 16) is the reference's wider variant."""
+    return DecoderConfig(vocab_size=VOCAB, d_model=d_model, n_layers=2, n_heads=4, n_kv_heads=n_kv_heads,
+                         d_ff=4 * d_model, max_len=max_len, causal=causal)
 
 
 # -- the cache: work and memory ----------------------------------------------------------------
