@@ -372,17 +372,16 @@ CATALOG = [
           "and FLOPs per sequence",
           formula=r"$\mathcal{L}_{MLM}=-\sum_{t\in M}\log p(x_t\mid\tilde x)$, $\mathcal{L}_{LM}=-\sum_t\log p(x_t\mid x_{<t})$",
           number="T5: noise_density 0.15, mean_noise_span_length 3.0 (t5 code, span_corruption)",
-          longer_answer="BERT corrupts 15% of the positions (80% [MASK], 10% random, 10% unchanged) and predicts only "
-                        "those; GPT's causal LM predicts every next token from the left context alone; T5's span "
-                        "corruption (noise density 0.15, mean span length 3 in its code) hides spans from a "
-                        "bidirectional encoder and has a causal decoder write only the spans. So BERT and T5 put a "
-                        "loss on about 15% of the tokens, GPT on all of them. ELECTRA keeps the bidirectional encoder "
-                        "but labels every token original or replaced, so it learns from all of them. In this "
-                        "notebook's toy, a masked LM that learned its task holds the token to its right where a "
-                        "linear probe can read it, which the causal model's mask forbids; in return the causal model "
-                        "predicts the next token far better than the masked model can through an appended [MASK], an "
-                        "input it never saw in training. The small T5 did not learn to use its encoder at this "
-                        "budget, so the notebook reads nothing about T5's encoder from it."),
+          longer_answer=("BERT corrupts 15% of the positions (80% [MASK], 10% random, 10% unchanged) and predicts only those; "
+                         "GPT's causal LM predicts every next token from the left context alone; T5's span corruption (noise "
+                         "density 0.15, mean span length 3 in its code) hides spans from a bidirectional encoder and has a "
+                         "causal decoder write only the spans. So BERT and T5 put a loss on about 15% of the tokens, GPT on "
+                         "all of them. ELECTRA keeps the bidirectional encoder but labels every token original or replaced, so "
+                         "it learns from all of them. In this notebook's toy, a masked LM that learned its task holds the "
+                         "token to its right where a linear probe can read it, which the causal model's mask forbids; in "
+                         "return the causal model predicts the next token far better than the masked model can through an "
+                         "appended [MASK], an input it never saw in training. The small T5 learned to read its encoder only "
+                         "after a long plateau, several times the masked LM's budget.")),
     Entry("17_fine_tuning.ipynb",
           "Fine-tuning: what does [CLS] carry, and why does question answering not use it?",
           "[CLS] is one more position: its last-layer vector holds whatever attention mixed into it, and BERT's "

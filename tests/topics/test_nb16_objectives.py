@@ -219,3 +219,18 @@ def test_left_from_current_ceiling_matches_a_count_on_sampled_text():
     assert 1 / lang.branching < exact < 1  # better than a blind guess among 4 predecessors, not certain
     with pytest.raises(ValueError, match="length"):
         left_from_current_ceiling(lang, 2)
+
+
+def test_the_t5_reference_unit_gate_and_stored_file():
+    from qalib.lab.reference import load
+
+    floors = oe.task_floors()
+    f = floors["span"]
+    assert oe.t5_gate(f["ignores the encoder"] - 0.3, floors).passed and not oe.t5_gate(f["ignores the encoder"], floors).passed
+    out = oe.t5_reference_seed(0, steps=3)
+    assert len(out["per_position"]) == 6 and 0 <= out["left_mass"] <= 1 and out["escape"] is None
+    assert out["curve"] == [] and 0 <= out["next"] <= 1
+    ref = load("16_objectives", "t5")
+    assert ref.rung("5000 steps").values("loss").shape == (8,)
+    with pytest.raises(ValueError, match="objectives"):
+        oe.run_experiment(seeds=(0,), steps=2, objectives=("bert",))

@@ -20,7 +20,10 @@ import torch.nn.functional as F
 
 from qalib.lab.data import IGNORE, MASK, N_SPECIAL, UNK
 from qalib.lab.device import get_device, one_thread
+from qalib.lab.gate import Gate, learned
+from qalib.notebook.claims import above, at_least, at_most, below, check
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
 from qalib.lab.probes import fit_probe, probe_accuracy
 from qalib.lab.train import TrainConfig, fit
 from qalib.nn.generate import generate
@@ -28,7 +31,7 @@ from qalib.lab.language_truth import kl, true_next_probs
 from qalib.topics.nb16_objectives.compute import (DECODER_START, EOS, LANG_VOCAB, OBJECTIVES, SEQ_LEN, build_model, logits_of,
                                      model_config, n_params, objective_batch, objectives_language, sentinel, span_corrupt,
                                      step_flops)
-from qalib.nn.validate import choice, int_in, seed_list
+from qalib.nn.validate import choice, choices, int_in, seed_list
 
 PROBE_LEN = SEQ_LEN - 3  # probed text (+ EOS for T5's encoder = its training input length, SEQ_LEN - 2)
 PROBE_SEED = 4242   # the probes' text, the same for every model
@@ -79,7 +82,7 @@ def loss_of(model, objective: str, batch: dict) -> torch.Tensor:
 
 
 def train_one(run: tuple[str, int], steps: int, d_model: int, n_probe: int, checkpoints: int,
-              device: str | None = None) -> dict:
+              device: str | None = None, lr: float = LR, warmup_share: float = WARMUP_SHARE) -> dict:
     """Train one objective on one seed's stream of fresh text (the same text for every objective with that seed),
     probing the frozen output at `checkpoints` + 1 evenly spaced steps (step 0 = the random initialisation)."""
     objective, seed = run
@@ -105,7 +108,7 @@ def train_one(run: tuple[str, int], steps: int, d_model: int, n_probe: int, chec
         if step + 1 in at:
             probe(model)
 
-    train_cfg = TrainConfig(steps=steps, batch_size=BATCH, lr=LR, warmup=max(1, round(steps * WARMUP_SHARE)),
+    train_cfg = TrainConfig(steps=steps, batch_size=BATCH, lr=lr, warmup=max(1, round(steps * warmup_share)),
                             weight_decay=0.0, clip=1.0, log_every=steps, device=dev)
     history = fit(model, partial(objective_loss, objective=objective), batches, train_cfg, on_step=probe_after)
     return {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "loss": history.step_loss,
@@ -179,6 +182,7 @@ def held_out_loss(model, objective: str, n: int = 512, seed: int = FLOOR_SEED + 
 
 @dataclass
 class ObjectivesResult:
+    objectives: tuple[str, ...]
     seeds: list[int]
     steps: int
     models: dict            # {(objective, seed): trained model, eval mode}
@@ -197,12 +201,13 @@ class ObjectivesResult:
 
 @one_thread()
 def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_probe: int = 256, checkpoints: int = 4,
-                   device: str | None = None) -> ObjectivesResult:
+                   device: str | None = None, objectives=OBJECTIVES) -> ObjectivesResult:
     """Every objective x seed, side by side on the CPU cores (qalib.lab.parallel)."""
     seeds = seed_list("seeds", seeds)
+    objectives = tuple(choices("objectives", objectives, OBJECTIVES))
     int_in("steps", steps, 1, 100_000)
     int_in("checkpoints", checkpoints, 1, steps)
-    runs = [(o, s) for o in OBJECTIVES for s in seeds]
+    runs = [(o, s) for o in objectives for s in seeds]
     outcomes = dict(zip(runs, map_runs(partial(train_one, steps=steps, d_model=d_model, n_probe=n_probe,
                                                checkpoints=checkpoints, device=device), runs, device)))
     cfg, dev = model_config(d_model), get_device(device)
@@ -212,12 +217,12 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 400, d_model: int = 32, n_probe
         m.load_state_dict(o["state"])
         models[run] = m.to(dev).eval()
     probe = {(obj, what): np.array([[p[what] for p in outcomes[(obj, s)]["probes"]] for s in seeds])
-             for obj in OBJECTIVES for what in ("next", "previous")}
-    return ObjectivesResult(seeds, steps, models,
-                            {obj: np.array([outcomes[(obj, s)]["loss"] for s in seeds]) for obj in OBJECTIVES},
+             for obj in objectives for what in ("next", "previous")}
+    return ObjectivesResult(objectives, seeds, steps, models,
+                            {obj: np.array([outcomes[(obj, s)]["loss"] for s in seeds]) for obj in objectives},
                             outcomes[runs[0]]["probe_steps"], probe,
-                            {obj: n_params(models[(obj, seeds[0])]) for obj in OBJECTIVES},
-                            {obj: step_flops(cfg, obj, SEQ_LEN, BATCH) for obj in OBJECTIVES})
+                            {obj: n_params(models[(obj, seeds[0])]) for obj in objectives},
+                            {obj: step_flops(cfg, obj, SEQ_LEN, BATCH) for obj in objectives})
 
 
 # -- next-token prediction and generation ------------------------------------------------------
@@ -265,3 +270,112 @@ def generate_text(model, objective: str, prompt: torch.Tensor, new_tokens: int, 
             p = next_probs(model, "mlm", ids)  # (B, V)
             ids = torch.cat([ids, torch.multinomial(p, 1, generator=g)], dim=1)
     return torch.where(ids < LANG_VOCAB, ids, torch.full_like(ids, UNK))
+
+
+# -- the reference: T5 learns, after a plateau ------------------------------------------------------------------------
+T5_LR, T5_WARMUP_SHARE = 3e-3, 0.1   # the reference's T5 recipe: a lower rate and a short warm-up
+T5_WINDOW = 100                      # training-loss steps averaged to find where the plateau ends
+
+
+@one_thread()  # tiny tensors: a second thread only spins
+def t5_reference_seed(seed: int, steps: int, lr: float = T5_LR, warmup_share: float = T5_WARMUP_SHARE) -> dict:
+    """One seed of the T5 reference: train_one("span") at this budget and recipe, then -> {"loss": held-out loss per
+    decoder token, "per_position": the held-out loss at each decoder position (sentinel, 3 span tokens, sentinel,
+    EOS), "left_mass": the best cross-attention head's mean mass, from the first span token's query, on the source
+    token left of the sentinel, "next"/"previous": the frozen encoder's probes (as the live models'), "escape": the
+    first step whose T5_WINDOW-step mean training loss is under the learned-or-not threshold (None: never),
+    "curve": the training loss averaged over windows of T5_WINDOW steps}"""
+    floors = task_floors()["span"]
+    out = train_one(("span", seed), steps, 32, 256, 1, device="cpu", lr=lr, warmup_share=warmup_share)
+    model = build_model("span", model_config(32))
+    model.load_state_dict(out["state"])
+    model.eval()
+    _, (src, tgt, noise), _, _ = _held_out(512, FLOOR_SEED + 1)
+    decoder_in = torch.cat([torch.full((len(src), 1), DECODER_START), tgt[:, :-1]], dim=1)
+    with torch.no_grad():
+        res = model(src, decoder_in, return_internals=True)
+    per_position = F.cross_entropy(res.logits.float().transpose(1, 2), tgt, reduction="none").mean(0)  # (T_dec,)
+    left = noise.int().argmax(1) - 1                         # (B,): the source position left of the sentinel
+    cross = res.internals["layer0.cross.probs"][:, :, 1]     # (B, H, S): the first span token's query
+    left_mass = cross[torch.arange(len(src)), :, left].mean(0).max()  # (B, H) -> per head mean -> best head
+    window = np.asarray(out["loss"][: len(out["loss"]) // T5_WINDOW * T5_WINDOW]).reshape(-1, T5_WINDOW).mean(1)
+    below = np.flatnonzero(window < floors["ignores the encoder"] - T5_MARGIN)
+    return {"loss": held_out_loss(model, "span"), "per_position": per_position.tolist(),
+            "left_mass": float(left_mass), "next": out["probes"][-1]["next"], "previous": out["probes"][-1]["previous"],
+            "escape": int(below[0] * T5_WINDOW) if len(below) else None, "curve": window.tolist()}
+
+
+T5_MARGIN = 0.25  # nats under the floor of a decoder that ignores the encoder: T5's learned-or-not gate
+
+
+def t5_gate(loss: float, floors: dict | None = None) -> Gate:
+    """Learned or not: T5's held-out loss per decoder token under the floor of a decoder that ignores its encoder."""
+    f = (floors or task_floors())["span"]
+    return learned("loss per decoder token", loss, baseline=f["ignores the encoder"],
+                   baseline_name="the floor of a decoder that ignores the encoder", margin=T5_MARGIN,
+                   higher_is_better=False)
+
+
+
+def t5_reference_claims(ref) -> None:
+    """The checks notebook 16 makes on its T5 reference (the runner makes them on every regeneration too)."""
+    floors = task_floors()
+    f = floors["span"]
+    rungs = list(ref.rungs.values())
+    loss = {r.name: r.values("loss") for r in rungs}
+    passed = {r.name: float(np.mean([t5_gate(x, floors).passed for x in loss[r.name]])) for r in rungs}
+    first, longest = rungs[0].name, "5000 steps"
+    check(f"at the masked LM's budget and recipe ({first}) T5 does not learn to read its encoder: no seed passes the "
+          f"gate (loss per decoder token under {f['ignores the encoder']:.3f} - {T5_MARGIN})", at_most(passed[first], 0),
+          loss[first])
+    check(f"given 5000 steps (lr {T5_LR:g}, {T5_WARMUP_SHARE:.0%} warm-up) every seed learns, and ends within 0.1 nats "
+          f"of the floor that both of the span's neighbours allow ({f['both neighbours']:.3f})",
+          at_least(passed[longest], 1.0) & below(float(loss[longest].max() - f["both neighbours"]), 0.1),
+          {name: loss[name] for name in ("1000 steps", "3000 steps", longest)})
+    escape = ref.rung(longest).values("escape")
+    check(f"the plateau is long: in every seed the {T5_WINDOW}-step mean training loss first passes the gate after more "
+          "than 1000 steps", above(float(np.nanmin(escape)), 1000)
+          & at_least(float(np.isfinite(escape).mean()), 1.0), escape)
+    same = "5000 steps, the masked LM's recipe"
+    check("it is the budget, not the recipe: with the masked LM's rate and warm-up, 5000 steps also pass the gate in "
+          "every seed", at_least(passed[same], 1.0), loss[same])
+    mass = ref.rung(longest).values("left_mass")
+    n_source = SEQ_LEN - 3 + 2  # text tokens kept, the sentinel and EOS
+    check(f"what it learned to read: from the first span token, the best cross-attention head puts more than 0.3 of its "
+          f"mass on the source token left of the sentinel, in every seed (uniform: 1/{n_source})", above(mass, 0.3), mass)
+
+
+def plot_t5_reference(fig, ref) -> None:
+    """Left: training loss (means over T5_WINDOW steps) at 5000 steps, one line per seed, with the floors. Right:
+    held-out loss per rung, a dot per seed, with the gate."""
+    f = task_floors()["span"]
+    ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    curves = ref.rung("5000 steps").values("curve")  # (seeds, windows)
+    x = (np.arange(curves.shape[1]) + 0.5) * T5_WINDOW
+    for row in curves:
+        ax1.plot(x, row, color="C2", lw=1, alpha=0.7)
+    for ax in (ax1, ax2):
+        for (name, value), ls in zip(f.items(), ("--", "-.", ":")):
+            ax.axhline(value, color="grey", ls=ls, lw=1, label=f"floor: {name}" if ax is ax1 else None)
+    ax2.axhline(f["ignores the encoder"] - T5_MARGIN, color="C3", lw=1, label="learned-or-not gate")
+    ax1.set(xlabel="step", ylabel="loss per decoder token (nats)", title="T5 at 5000 steps: a plateau, then a drop",
+            ylim=(0.3, 1.5))  # the first 200 steps (from ~3.2) are off the top: the plateau is the story
+    ax1.legend(fontsize=8)
+    names = list(ref.rungs)
+    for i, name in enumerate(names):
+        v = ref.rung(name).values("loss")
+        ax2.plot(np.full(len(v), i), v, "o", color="C2", alpha=0.6, ms=4)
+    ax2.set_xticks(range(len(names)), [n.replace(", ", ",\n") for n in names], fontsize=7, rotation=30, ha="right")
+    ax2.set(ylabel="held-out loss per decoder token", title="each budget, a dot per seed")
+    ax2.legend(fontsize=8)
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "16_objectives", "t5", t5_reference_seed, seeds=8,
+        rungs=(Rung("400 steps, the masked LM's recipe", steps=400, lr=LR, warmup_share=WARMUP_SHARE),
+               Rung("1000 steps", steps=1000), Rung("3000 steps", steps=3000), Rung("5000 steps", steps=5000),
+               Rung("5000 steps, the masked LM's recipe", steps=5000, lr=LR, warmup_share=WARMUP_SHARE)),
+        lesson="whether the small T5 learns to read its encoder given time, how long its plateau lasts, and what its "
+               "encoder then holds, over 8 seeds", claims=t5_reference_claims),
+]
