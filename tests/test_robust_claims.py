@@ -1,8 +1,8 @@
 """The robustness rule, checked in every `make test`: a notebook whose claims passed the sweep (`make robustness`:
-seed offsets x 2 CPU kernels, every claim in every run; the README's table says which runs) runs once more here, at a seed offset other than the
+seed offsets x 2 CPU kernels, every claim in every run; MAINTAINING.md's table says which runs) runs once more here, at a seed offset other than the
 default and on the other CPU kernel, and every claim must hold again, as it would on a reader's laptop.
 
-A notebook joins SWEPT when its row in the README's robustness table shows every claim passing in every run it had. The
+A notebook joins SWEPT when its row in MAINTAINING.md's robustness table shows every claim passing in every run it had. The
 two fresh-kernel runs of tests/test_notebooks.py and tests/browser stay at the default seeds, where they compare the
 printed values digit for digit; this run compares nothing but whether the claims hold.
 """

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 NUMBER = re.compile(r"[-+\u2212]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-TEXT_WIDTH = 72   # claim texts are cut to this in the table, which is meant to be pasted into the README
+TEXT_WIDTH = 72   # claim texts are cut to this in the table, which is meant to be pasted into MAINTAINING.md
 SHOWN_RUNS = 3    # failed runs listed by name; the rest counted
 
 
@@ -192,7 +192,7 @@ def markdown(results: list[dict], title: str = "Robustness sweep") -> str:
 
 
 def overview(results: list[dict], rows: list[ClaimRow]) -> list[str]:
-    """One line per notebook, short enough for the README: its runs, its measurements (✓) and identities (≡), how
+    """One line per notebook, short enough for MAINTAINING.md: its runs, its measurements (✓) and identities (≡), how
     many of them failed in some run, and its tightest margin in spreads (a notebook whose seeds did not move has no
     spread over seeds to measure it in)."""
     lines = ["| notebook | runs: ok / failed / error | ✓ + ≡ | failed in some run | tightest margin |",
