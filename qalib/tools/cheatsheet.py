@@ -38,7 +38,7 @@ h1 { font-size: 12pt; margin: 0 0 1mm 0; }
 .q { break-inside: avoid; margin: 0 0 1.6mm 0; padding: 1mm 1.6mm; border-left: 2px solid #2166ac; background: #f6f7f9; }
 .q h2 { font-size: 8pt; margin: 0 0 0.6mm 0; }
 .q h2 a { color: #111; text-decoration: none; }
-.formula svg { height: 1.25em; width: auto; vertical-align: middle; max-width: 100%; }
+.formula svg { width: auto; vertical-align: middle; max-width: 100%; }
 .formula { margin: 0.6mm 0; }
 .number { color: #2166ac; }
 .follow { color: #444; margin: 0.6mm 0 0 0; padding-left: 3mm; }
@@ -47,17 +47,25 @@ h1 { font-size: 12pt; margin: 0 0 1mm 0; }
 """
 
 
+MATH_PT = 10.0  # the size mathtext draws a formula at (matplotlib's default font.size; math_to_image's default)
+
+
 def formula_svg(formula: str) -> str:
     """The formula as inline SVG, drawn by matplotlib's mathtext (glyphs as paths: no font or script needed)."""
     from matplotlib import mathtext
+    from matplotlib.font_manager import FontProperties
 
     buf = io.BytesIO()
     try:
-        mathtext.math_to_image(formula, buf, format="svg", dpi=72)
+        mathtext.math_to_image(formula, buf, format="svg", dpi=72, prop=FontProperties(size=MATH_PT))
     except ValueError as err:
         raise ValueError(f"formula {formula!r} is not valid mathtext: {err}") from None
     svg = buf.getvalue().decode("utf-8")
-    return svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG sits inside HTML
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG sits inside HTML
+    # mathtext drew it at MATH_PT; its height in em keeps its glyphs at the page's type size, however many levels it
+    # has (one fixed height for every formula squeezed a fraction's glyphs to half the type)
+    height = float(re.search(r'height="([\d.]+)pt"', svg).group(1))
+    return svg.replace("<svg ", f"<svg style='height: {height / MATH_PT:.3f}em' ", 1)
 
 
 # LaTeX in the follow-up questions, as plain text: the commands they use, then braces and backslashes dropped.
