@@ -167,3 +167,15 @@ def test_memory_probes_read_each_neighbour_from_where_it_is():
     p = ce.memory_probes(ShiftedMemory(), task, n_train=256, n_test=128)
     assert p["memory"]["previous token"] == 1.0 and p["embeddings"]["token"] == 1.0
     assert p["memory"]["next token"] < 0.2 and p["chance"]["previous token"] == 1 / task.n_content
+
+
+def test_the_reversal_reference_unit_and_stored_file():
+    from qalib.lab.reference import load
+    from qalib.topics.nb14_cross_attention import experiment as E
+
+    out = E.reference_seed(0, steps=2)
+    assert set(out) == {"accuracy", "best_share", "exact", "right", "left", "donor", "rewired", "forward", "backward"}
+    assert all(0 <= x <= 1 for x in out.values())
+    ref = load("14_cross_attention", "reversal")
+    assert [int(r.kwargs["steps"]) for r in ref.rungs.values()] == [300, 1200, 4800]
+    assert ref.rung("16x").values("right").shape == (10,)

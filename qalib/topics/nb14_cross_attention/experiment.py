@@ -20,13 +20,16 @@ import torch.nn.functional as F
 
 from qalib.lab.device import one_thread
 from qalib.lab.parallel import map_runs
+from qalib.lab.reference import ReferenceSpec, Rung
 from qalib.lab.train import TrainConfig, fit
 from qalib.lab.probes import fit_probe, probe_accuracy
 from qalib.nn.decoder import EncoderDecoder
 from qalib.nn.generate import generate
 from qalib.nn.kv_cache import KVCache, LayerKV
 from qalib.nn.validate import choice, int_in, seed_list
-from qalib.notebook.drawing import Change, Update, live
+from qalib.lab.stats import paired_difference
+from qalib.notebook.claims import above, at_least, check
+from qalib.notebook.drawing import Change, Update, budget_axis, live, seeds_and_median
 from qalib.topics.nb14_cross_attention.compute import ReversalTask, alignment_share, reversal_config
 
 
@@ -319,3 +322,79 @@ def plot_alignment(fig, res: dict) -> Update:
 
     update(res)
     return update
+
+
+# -- the reference: do the trained model's properties hold once it has had 4x and 16x the steps? ---------------------
+SOLVED = 0.99  # teacher-forced held-out accuracy at which a run counts as having learned to reverse
+
+
+@one_thread()  # tiny tensors: a second thread only spins
+def reference_seed(seed: int, steps: int) -> dict:
+    """One seed of the reference: the notebook's tied model (batch 64, lr 3e-3), `steps` steps, and every measurement
+    its checks read, on the same held-out sentences. -> {"accuracy", "exact", "best_share", "right", "left" (probe
+    accuracy of the memory for its right / left neighbour), "donor", "rewired", "forward", "backward"}"""
+    task = ReversalTask()
+    model = EncoderDecoder(reversal_config(True, task.vocab_size))
+    model.load_state_dict(_train_one(("tied", seed), task, steps, lr=3e-3, batch_size=64, device="cpu"))
+    model.eval()
+    ev, probes = evaluate_model(model, task), memory_probes(model, task)
+    abl, rev = memory_ablations(model, task), reverse_direction_share(model, task, layer=0)
+    return {"accuracy": ev["accuracy"], "best_share": float(ev["share"].max()),
+            "exact": cached_decoding(model, task)["exact"],
+            "right": probes["memory"]["next token"], "left": probes["memory"]["previous token"],
+            "donor": abl["swapped_donor"], "rewired": abl["matching_layer"],
+            "forward": rev["forward"], "backward": rev["backward"]}
+
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 14 makes on its reference run (the runner makes them on every regeneration too)."""
+    rungs = list(ref.rungs.values())
+    steps = {r.name: int(r.kwargs["steps"]) for r in rungs}
+    v = {r.name: {k: r.values(k) for k in ("accuracy", "exact", "best_share", "right", "left", "donor", "rewired",
+                                            "forward", "backward")} for r in rungs}
+    budgets = ", ".join(str(s) for s in steps.values())
+    check(f"learned-or-not gate: teacher-forced held-out accuracy > {SOLVED} in every seed at every budget ({budgets} "
+          "steps; chance 1/19), and free-running greedy decoding reverses every held-out sentence exactly",
+          at_least(min(x["accuracy"].min() for x in v.values()), SOLVED) & at_least(min(x["exact"].min() for x in v.values()), 1.0),
+          {n: x["accuracy"].min() for n, x in v.items()})
+    check("the alignment holds at every budget: some cross-attention head puts > 0.9 of its mass on the true source "
+          "position, in every seed", above(min(x["best_share"].min() for x in v.values()), 0.9),
+          {n: x["best_share"].min() for n, x in v.items()})
+    check("lookup by position at every budget: given another sentence's memory the decoder writes that sentence's "
+          "reversal (> 0.99 against it, every seed)", above(min(x["donor"].min() for x in v.values()), 0.99),
+          {n: x["donor"].min() for n, x in v.items()})
+    lead = {n: paired_difference(x["right"], x["left"], "right neighbour", "left") for n, x in v.items()}
+    first, last = rungs[0].name, rungs[-1].name
+    check(f"at {steps[first]} steps the memory holds more of its right neighbour than of its left (probe accuracy, "
+          "paired by seed, the 95% interval above 0)", above(lead[first].low, 0), str(lead[first]))
+    print(f"at {steps[last]} steps: {lead[last]}")
+    check("the rewired 'layer i reads encoder layer i' keeps most of the accuracy at every budget: > 0.5 in every seed",
+          above(min(x["rewired"].min() for x in v.values()), 0.5), {n: x["rewired"] for n, x in v.items()})
+
+
+def plot_reference(fig, ref) -> None:
+    """Left: right minus left neighbour probe per seed against the budget. Right: the rewired model's accuracy."""
+    steps = np.array([int(r.kwargs["steps"]) for r in ref.rungs.values()])
+    ax1, ax2 = fig.subplots(1, 2)
+    seeds_and_median(ax1, steps, [r.values("right") - r.values("left") for r in ref.rungs.values()], "C0",
+                     "right minus left neighbour")
+    ax1.axhline(0, color="grey", lw=1)
+    ax1.set(ylabel="probe accuracy difference", title="what the memory holds of its neighbours")
+    seeds_and_median(ax2, steps, [r.values("rewired") for r in ref.rungs.values()], "C1",
+                     "layer i reads encoder layer i")
+    ax2.axhline(1 / ReversalTask().n_content, color="grey", ls=":", lw=1, label="chance")
+    ax2.set(ylabel="held-out accuracy", ylim=(0, 1.02), title="the rewired model, never trained that way")
+    for ax in (ax1, ax2):
+        budget_axis(ax, steps)
+        ax.legend(fontsize=8, loc="lower right")
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "14_cross_attention", "reversal", reference_seed, seeds=10,
+        rungs=(Rung("live", steps=300), Rung("4x", steps=1200), Rung("16x", steps=4800)),
+        lesson="whether the tied reversal model's alignment, its memory's right-over-left neighbour, the donor "
+               "result and the rewired wiring hold at 4x and 16x the notebook's 300 steps, over 10 seeds",
+        claims=reference_claims),
+]
