@@ -109,3 +109,13 @@ def test_static_markers_above_a_live_image_stay_visible_after_a_redraw():
     red = (pixels[:, 0] > 200) & (pixels[:, 1] < 60) & (pixels[:, 2] < 60)
     assert red.sum() > 100, "the marker was painted under the live image"
     plt.close("all")
+
+
+@pytest.mark.parametrize("stem,factory", FACTORIES, ids=[f"{s}:{f.__name__}" for s, f in FACTORIES])
+def test_log_sliders_that_reach_thousands_read_out_without_exponents(stem, factory):
+    """A FloatLogSlider reads out with '.3g' unless told otherwise: d_k = 4096 showed as 4.1e+03. One that reaches
+    1000 must use an integer or a rounded decimal readout ('d', ',d', '.3r')."""
+    for name, control in factory().controls.items():
+        if isinstance(control, W.FloatLogSlider) and control.base ** control.max >= 1000:
+            fmt = control.readout_format
+            assert "g" not in fmt and "e" not in fmt, f"{factory.__name__}: {name} reads out as {fmt!r}"

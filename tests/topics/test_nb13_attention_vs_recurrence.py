@@ -174,3 +174,12 @@ def test_a_recall_curve_stops_once_solved_and_steps_to_solve_reads_the_reference
     res = steps_to_solve(ref)
     assert res.solved_step["m"].shape == (len(REFERENCE_DISTANCES), 2) and np.isinf(res.solved_step["m"][1:]).all()
     assert res.solved_within("m", c["solved_step"]).tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_counting_products_prints_no_profiler_lines(capfd):
+    """The profiler's C++ side logs profiler_start / profiler_stop to file descriptor 2, which a notebook shows."""
+    from qalib.topics.nb13_attention_vs_recurrence.compute import count_products
+
+    assert count_products("gru", lengths=(8,))["products"][0] > 0
+    out, err = capfd.readouterr()
+    assert "profiler" not in out + err

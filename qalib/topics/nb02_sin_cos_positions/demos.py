@@ -8,7 +8,7 @@ from qalib.topics.nb02_sin_cos_positions.compute import (PE_DEMO_MAX_LENGTH, ROT
 
 
 def pe_demo() -> Demo:
-    controls = {"base": W.FloatLogSlider(value=10000.0, base=10, min=0, max=6, step=0.1),
+    controls = {"base": W.FloatLogSlider(value=10000.0, base=10, min=0, max=6, step=0.1, readout_format=".3r"),
                 "d_model": W.IntSlider(value=64, min=2, max=256, step=2),
                 "length": W.IntSlider(value=128, min=8, max=PE_DEMO_MAX_LENGTH, step=8)}
     return Demo(pe_compute, pe_plot, controls, title="The sinusoid: base, width and length")

@@ -22,7 +22,8 @@ def bias_demo() -> Demo:
 def rotary_demo() -> Demo:
     return Demo(rotary_profile, plot_rotary,
                 {"d_head": W.IntSlider(value=32, min=2, max=128, step=2, description="head size d"),
-                 "base": W.FloatLogSlider(value=10000.0, base=10, min=1, max=6, step=0.25, description="base"),
+                 "base": W.FloatLogSlider(value=10000.0, base=10, min=1, max=6, step=0.25, description="base",
+                                              readout_format=".3r"),
                  "start": W.IntSlider(value=0, min=0, max=200, description="query position m")},
                 title="Rotary: the score depends on the offset only", figsize=(10, 3.3))
 

@@ -14,8 +14,11 @@ Compute functions (tensors or numbers in, dicts out) and plots `plot_x(fig, resu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -212,6 +215,21 @@ PRODUCTS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::matmul", "aten::linea
             "aten::scaled_dot_product_attention")
 
 
+@contextlib.contextmanager
+def _quiet_fd2():
+    """The profiler's C++ side logs its start and stop to file descriptor 2, below sys.stderr, where a notebook shows
+    them as debug lines: point descriptor 2 at the null device while it runs."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 @torch.no_grad()
 @one_thread()
 def count_products(kind: str = "gru", lengths=(16, 64, 256), batch_size: int = 2) -> dict:
@@ -226,7 +244,7 @@ def count_products(kind: str = "gru", lengths=(16, 64, 256), batch_size: int = 2
     counts = []
     for n in lengths:
         ids = torch.randint(N_SPECIAL, VOCAB, (batch_size, n), generator=torch.Generator().manual_seed(0))
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with _quiet_fd2(), profile(activities=[ProfilerActivity.CPU]) as prof:
             model(ids)
         seen = Counter(e.name for e in prof.events())
         counts.append({op: seen[op] for op in PRODUCTS if seen[op]})

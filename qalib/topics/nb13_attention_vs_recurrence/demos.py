@@ -7,7 +7,8 @@ from qalib.topics.nb13_attention_vs_recurrence.compute import N_KEYS, cost_view,
 
 
 def lookup_demo() -> Demo:
-    controls = {"temperature": W.FloatLogSlider(value=1.0, base=10, min=-3, max=3, step=0.1, description="temperature T"),
+    controls = {"temperature": W.FloatLogSlider(value=1.0, base=10, min=-3, max=3, step=0.1, description="temperature T",
+                                                readout_format=".3r"),
                 "target": W.IntSlider(value=2, min=0, max=N_KEYS - 1, description="query near key"),
                 "blend": W.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.05, description="blend with next key")}
     return Demo(soft_lookup, plot_soft_lookup, controls, title="Attention as a soft dictionary lookup", figsize=(10, 3.4))

@@ -39,7 +39,7 @@ def table_demo(sweep: Sweep | None = None) -> Demo:
         return table_tradeoff(int(round(vocab_size)), d, tied, sweep.sizes, tpw)
 
     controls = {"vocab_size": W.FloatLogSlider(value=30522, base=2, min=8, max=18, step=0.5,
-                                               description="vocabulary size"),
+                                               description="vocabulary size", readout_format=",d"),
                 "d": W.Dropdown(options=[128, 256, 384, 768, 1024, 4096], value=768, description="width d"),
                 "tied": W.Checkbox(value=True, description="output layer tied to the table")}
     return Demo(compute, plot_table_tradeoff, controls, title="The table against the body, and the sequence length",
