@@ -92,3 +92,13 @@ def test_the_catalog_carries_the_same_answers(stem):
     assert 0 < words <= SHORT_MAX, f"{stem}: the catalog's short_answer has {words} words (at most {SHORT_MAX})"
     assert normalise(entry.longer_answer) == answers(stem)["longer"], \
         f"{stem}: the catalog's longer_answer differs from the notebook's longer answer"
+
+
+@pytest.mark.parametrize("stem", ANSWER_FIRST)
+def test_the_set_up_imports_are_folded(stem):
+    """A reader meets the answer, not a screen of imports: the set-up's code cell opens with its source hidden."""
+    nb = json.loads(TOPICS[stem].read_text())
+    heading = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"
+                   and re.match(r"## (\d+\s*[·.]\s*)?Set-up", "".join(c["source"]).strip()))
+    cell = nb["cells"][heading + 1]
+    assert cell["cell_type"] == "code" and cell["metadata"].get("jupyter", {}).get("source_hidden") is True
