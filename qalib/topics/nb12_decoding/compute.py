@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 
+import matplotlib.ticker
 import numpy as np
 import torch
 
@@ -25,7 +26,7 @@ from qalib.nn.config import DecoderConfig
 from qalib.nn.decoder import DecoderLM
 from qalib.nn.generate import generate, sampling_distribution
 from qalib.nn.validate import float_in, int_in
-from qalib.notebook.drawing import Change, live, live_title
+from qalib.notebook.drawing import Change, live, live_title, log_ticks
 
 
 VOCAB = 32  # 27 content tokens after BERT's 5 special ids
@@ -168,7 +169,15 @@ def plot_timing(fig, counted: dict, timed: dict) -> None:
     ax1.set(title="score entries per new token (counted)", xlabel="position of the new token T",
             ylabel="entries, all layers and heads")
     ax2.set(title="wall time per new token (this run, 1 thread)", xlabel="sequence length T", ylabel="ms")
+    log_ticks(ax1, "x", list(counted["T"]), [str(t) for t in counted["T"]])
+    log_ticks(ax2, "x", list(timed["T"]), [str(t) for t in timed["T"]])
     for ax in (ax1, ax2):
+        # a log axis spanning less than a decade labels its minor ticks too, and those labels overlap: plain numbers
+        # at the major ticks only
+        if ax is ax2:  # under a decade of wall time: ticks at 1, 2 and 5 of each decade
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.legend(fontsize=8)
 
 
