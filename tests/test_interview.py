@@ -80,7 +80,9 @@ def test_a_follow_up_offers_the_four_ratings_and_a_quiz_question_only_check(tmp_
     shown = lambda: [b.description for b in m.buttons.children if b.layout.display != "none"]  # noqa: E731
     assert shown() == ["Reveal answer"]
     m.reveal()
-    assert shown() == ["Again", "Hard", "Good", "Easy"]
+    # each rating names when the question would come back (a new card: FSRS's 1 and 10 minute steps, or 8 days)
+    assert [d.split(" · ")[0] for d in shown()] == ["Again", "Hard", "Good", "Easy"]
+    assert shown()[0] == "Again · 1 min" and shown()[3] == "Easy · 8 d"
     card = m.current.id
     m.rating_buttons[Rating.Easy].click()                # Easy: straight to review, 8 days with FSRS's defaults
     state = m.store.states()[card]
@@ -188,3 +190,31 @@ def test_topic_summary_and_its_plot_cover_every_notebook(tmp_path):
     assert len(ax.patches) == len(summary) * len(CATEGORIES)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(CATEGORIES)
     plt.close(fig)
+
+
+def test_interval_text_and_next_intervals():
+    from qalib.practice.schedule import CardState, interval_text, next_intervals
+
+    assert [interval_text(x) for x in (0, 59, 60, 600, 5 * 3600, 3 * DAY, 70 * DAY)] == [
+        "< 1 min", "< 1 min", "1 min", "10 min", "5 h", "3 d", "2 mo"]
+    with pytest.raises(ValueError, match="seconds"):
+        interval_text(float("nan"))
+    gaps = list(next_intervals(CardState(), 1_780_000_000.0, NO_FUZZ).values())
+    assert gaps == sorted(gaps) and gaps[0] > 0  # Again comes back soonest, Easy latest
+
+
+def test_the_topic_filter_asks_only_that_notebook_and_the_goal_ends_with_the_misses(tmp_path):
+    m = MockInterview(ProgressStore(tmp_path / "p.json", scheduler=NO_FUZZ), seed=0, goal=5)
+    m.topic.value = "07_multi_head"
+    for _ in range(5):
+        assert m.current.notebook == "07_multi_head"
+        if m.current.question is None:
+            m.reveal()
+            m.grade("again")
+        else:
+            answer(m, True)
+    summary = m.summary.value
+    assert "Session goal reached: 5 questions" in summary and "07_multi_head" in summary
+    assert all(c.prompt in summary for c in m.missed) and m.missed
+    with pytest.raises(ValueError, match="goal"):
+        MockInterview(ProgressStore(tmp_path / "q.json"), seed=0, goal=7)

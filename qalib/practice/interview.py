@@ -24,7 +24,9 @@ from IPython.display import Markdown
 from qalib.practice import quiz as Q
 from qalib.practice.progress import ProgressStore
 from qalib.practice.progress_chart import days_text, plot_progress, topic_summary
-from qalib.practice.schedule import CardState, as_rating, next_card, quiz_rating
+from qalib.practice.schedule import CardState, as_rating, interval_text, next_card, next_intervals, quiz_rating
+
+SESSION_GOALS = (5, 10, 20, 30)  # questions per session the student can aim for
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class MockInterview:
     """One question at a time. Buttons: Reveal, then Again / Hard / Good / Easy (follow-ups), or Check (quiz)."""
 
     def __init__(self, store: ProgressStore | None = None, notebooks: list[str] | None = None,
-                 seed: int | None = None, clock: Callable[[], float] | None = None) -> None:
+                 seed: int | None = None, clock: Callable[[], float] | None = None, goal: int = 10) -> None:
         self.store = store if store is not None else ProgressStore()
         if clock is not None:
             self.store.clock = clock
@@ -82,7 +84,14 @@ class MockInterview:
         self.rng = random.Random(seed)
         self.current: Card | None = None
         self.answered = 0  # answers given in this view
+        self.missed: list[Card] = []  # this session's answers rated Again (or a wrong quiz answer), in order
         self.current_question: Q.Question | None = None  # the shuffled copy on screen
+        names = sorted({c.notebook for c in self.cards})
+        self.topic = W.Dropdown(options=[("all topics", "")] + [(n, n) for n in names], value="", description="topic")
+        if goal not in SESSION_GOALS:
+            raise ValueError(f"goal must be one of {SESSION_GOALS} questions, got {goal!r}")
+        self.goal = W.Dropdown(options=list(SESSION_GOALS), value=goal, description="session goal")
+        self.summary = W.HTMLMath()
 
         self.notice = W.HTML()
         self.header = W.HTML()
@@ -108,10 +117,11 @@ class MockInterview:
         for rating, button in self.rating_buttons.items():
             button.on_click(lambda _b, rating=rating: self.grade(rating))
         self.next_button.on_click(lambda _b: self.ask())
+        self.topic.observe(lambda _change: self.ask(), names="value")
         self.buttons = W.HBox([self.reveal_button, self.check_button, *self.rating_buttons.values(),
                                self.next_button])
-        self.widget = W.VBox([self.notice, self.header, self.prompt, self.options, self.typed, self.buttons,
-                              self.answer, self.status, self.chart])
+        self.widget = W.VBox([self.notice, W.HBox([self.topic, self.goal]), self.header, self.prompt, self.options,
+                              self.typed, self.buttons, self.answer, self.summary, self.status, self.chart])
         self.widget.add_class("qalib-interview")
         self.ask()
 
@@ -123,7 +133,8 @@ class MockInterview:
     def ask(self) -> Card:
         """Put the next card on screen, in the order FSRS gives (schedule.next_card: due cards first)."""
         states = self.store.states()
-        self.current = self.by_id[next_card([c.id for c in self.cards], states, self.store.clock(),
+        asked = [c.id for c in self.cards if self.topic.value in ("", c.notebook)]
+        self.current = self.by_id[next_card(asked, states, self.store.clock(),
                                             lambda ids: self.rng.sample(ids, len(ids)), self.store.scheduler)]
         c = self.current
         self.header.value = (f"<span style='color:#555'>from <a href='{html.escape(c.link)}' target='_blank'>"
@@ -155,6 +166,9 @@ class MockInterview:
         ours = Q.revealed_answer(c.short, c.answer) if c.short else c.answer.strip()
         text = f"{mine}**Our answer:** {ours}\n\n[→ {c.section} in {c.notebook}]({c.link})"
         self._markdown(text)
+        state = self.store.states().get(c.id, CardState())
+        for rating, seconds in next_intervals(state, self.store.clock(), self.store.scheduler).items():
+            self.rating_buttons[rating].description = f"{rating.name} · {interval_text(seconds)}"
         self._show(*self.rating_buttons.values())
         return text
 
@@ -180,7 +194,20 @@ class MockInterview:
     def _record(self, rating: Rating) -> None:
         self.store.record(self.current.id, rating)
         self.answered += 1
+        if rating == Rating.Again:
+            self.missed.append(self.current)
+        if self.answered == self.goal.value:
+            self.summary.value = self.session_summary()
         self._refresh(self.store.states())
+
+    def session_summary(self) -> str:
+        """HTML: the goal reached, and the questions missed in this session with a link to each section."""
+        missed = "".join(f"<li>{c.prompt} <a href='{html.escape(c.link)}' target='_blank'>({html.escape(c.notebook)})"
+                         f"</a></li>" for c in dict.fromkeys(self.missed))
+        return (f"<div style='border-left: 3px solid #1b9e77; padding-left: 0.6em'><b>Session goal reached: "
+                f"{self.answered} questions.</b> "
+                + (f"Missed, and coming back first next time:<ol>{missed}</ol>" if missed else "Nothing missed.")
+                + " Keep going, or come back tomorrow.</div>")
 
     # -- drawing ---------------------------------------------------------------------------------------------
     def _markdown(self, text: str) -> None:

@@ -127,6 +127,23 @@ def after_answer(state: CardState, rating: Rating | str, now: float, scheduler: 
     return from_fsrs(card, state.seen + 1, state.right + int(rating != Rating.Again))
 
 
+def next_intervals(state: CardState, now: float, scheduler: fsrs.Scheduler) -> dict[Rating, float]:
+    """Seconds until the card would come back after each rating given at `now`: what each rating button promises."""
+    return {r: after_answer(state, r, now, scheduler).due - now for r in (Rating.Again, Rating.Hard, Rating.Good,
+                                                                          Rating.Easy)}
+
+
+def interval_text(seconds: float) -> str:
+    """An interval as a rating button shows it: '< 1 min', '10 min', '5 h', '3 d', '2 mo'."""
+    if not seconds >= 0:
+        raise ValueError(f"an interval must be a number of seconds >= 0, got {seconds!r}")
+    seconds = round(seconds)  # due dates round-trip through timestamps: a 1-minute step can come back as 59.9999 s
+    for unit, size in (("mo", 30 * 86400), ("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return "< 1 min"
+
+
 def retrievability(state: CardState, now: float, scheduler: fsrs.Scheduler) -> float:
     """FSRS's chance that the student recalls the card at `now` (0 for a new card)."""
     return 0.0 if state.is_new else scheduler.get_card_retrievability(state.fsrs_card(), _utc(now))
