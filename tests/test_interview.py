@@ -206,6 +206,8 @@ def test_interval_text_and_next_intervals():
 def test_the_topic_filter_asks_only_that_notebook_and_the_goal_ends_with_the_misses(tmp_path):
     m = MockInterview(ProgressStore(tmp_path / "p.json", scheduler=NO_FUZZ), seed=0, goal=5)
     m.topic.value = "07_multi_head"
+    assert m.current is m.by_id[m.current.id]  # the question on screen stays; the topic applies from the next one
+    m.ask()
     for _ in range(5):
         assert m.current.notebook == "07_multi_head"
         if m.current.question is None:

@@ -87,7 +87,8 @@ class MockInterview:
         self.missed: list[Card] = []  # this session's answers rated Again (or a wrong quiz answer), in order
         self.current_question: Q.Question | None = None  # the shuffled copy on screen
         names = sorted({c.notebook for c in self.cards})
-        self.topic = W.Dropdown(options=[("all topics", "")] + [(n, n) for n in names], value="", description="topic")
+        self.topic = W.Dropdown(options=[("all topics", "")] + [(n, n) for n in names], value="",
+                                description="next topic")
         if goal not in SESSION_GOALS:
             raise ValueError(f"goal must be one of {SESSION_GOALS} questions, got {goal!r}")
         self.goal = W.Dropdown(options=list(SESSION_GOALS), value=goal, description="session goal")
@@ -117,7 +118,8 @@ class MockInterview:
         for rating, button in self.rating_buttons.items():
             button.on_click(lambda _b, rating=rating: self.grade(rating))
         self.next_button.on_click(lambda _b: self.ask())
-        self.topic.observe(lambda _change: self.ask(), names="value")
+        # a new topic applies from the next question: asking at once would replace a question the student may be
+        # answering, and a front end that echoes the value back on render would do so unasked
         self.buttons = W.HBox([self.reveal_button, self.check_button, *self.rating_buttons.values(),
                                self.next_button])
         self.widget = W.VBox([self.notice, W.HBox([self.topic, self.goal]), self.header, self.prompt, self.options,
