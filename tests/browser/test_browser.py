@@ -264,8 +264,18 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
         reveal.click()
         interview.locator("button:visible", has_text="Good" if knew else "Again").click()  # FSRS's ratings
     else:
-        interview.locator(".widget-radio input[type=radio], .widget-radio-box input").first.check()
-        check.click()
+        # The options of a new question arrive from the kernel after its Check button shows; on a loaded machine a
+        # click can land on the radio group before it is redrawn, and the interview then asks to pick an answer
+        # first, as it should. A student picks again: so does the test, up to three times.
+        for _ in range(3):
+            if not check.count():  # recorded meanwhile: the Check button gave way to Next question
+                break
+            interview.locator(".widget-radio input[type=radio], .widget-radio-box input").first.check()
+            check.click()
+            _wait(lambda: any(answered in t for t in _interview_status(page))
+                  or "Pick an answer first" in interview.inner_text(), 30, "the answer to be recorded")
+            if any(answered in t for t in _interview_status(page)):
+                break
         _wait(lambda: any(answered in t for t in _interview_status(page)), 30, "the answer to be recorded")
         interview.locator("button:visible", has_text="Next question").click()
     _wait(lambda: any(answered in t for t in _interview_status(page)), 30, f"answer {n} to be recorded")
