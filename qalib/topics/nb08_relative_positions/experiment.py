@@ -18,8 +18,10 @@ import numpy as np
 import torch
 
 from qalib.lab.data import MLMTask, ProbeTask, SyntheticLanguage
+from qalib.lab.device import one_thread
 from qalib.lab.parallel import map_runs
 from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import paired_difference
 from qalib.lab.train import TrainConfig, evaluate, train
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert
@@ -297,6 +299,96 @@ def reference_claims(ref) -> None:
           below(float(np.median(two["acc_2L"])), 0.7), two["acc_2L"])
 
 
+@one_thread()  # a 1-2 layer model of width 32: a second thread only spins
+def hops_seed(seed: int, steps: int, n_layers: int, clip: int = 2) -> dict:
+    """One seed of the chained-hops reference: section 5a's 2-back copy with Shaw's relative keys clipped at `clip`
+    (no absolute positions), n_layers layers, `steps` steps at rate 3e-3. -> {"acc": held-out accuracy at the
+    training length L, "acc_2L": at 2L}"""
+    from dataclasses import replace
+    setup = replace(ProbeSetup(kind="k_back", k=2), steps=steps, lr=3e-3, n_layers=n_layers)
+    model = train_probe("shaw", clip, seed, setup, device="cpu")
+    task = setup.task()
+    batch = task.batch(128, torch.Generator().manual_seed(HELD_OUT + seed))
+    with torch.no_grad():
+        internals = model.eval()(**batch.model_inputs(), return_internals=True).internals
+    on = {-1: [], -2: []}  # per layer: the largest mean share of attention any head puts on offset -1, and on -2
+    for layer in range(n_layers):
+        p = internals[f"layer{layer}.probs"]                   # (B, H, T, T)
+        rows = torch.arange(3, p.shape[-1])                     # positions with two tokens before them ([CLS] at 0)
+        for offset in on:
+            on[offset].append(float(p[:, :, rows, rows + offset].mean(dim=(0, 2)).max()))
+    return {"acc": evaluate(model, task, n_batches=2, batch_size=128, seed=HELD_OUT + seed)["accuracy"],
+            "acc_2L": evaluate(model, task, n_batches=2, batch_size=128, seed=HELD_OUT + seed,
+                               seq_len=2 * setup.seq_len)["accuracy"], "on_previous": on[-1], "on_target": on[-2]}
+
+
+def hops_claims(ref) -> None:
+    """The checks notebook 08 makes on the chained-hops reference (the runner makes them on every regeneration)."""
+    t = reference_table(ref)
+    one, = (v for name, v in t.items() if name.startswith("1 layer"))
+    two = {ref.rungs[name].kwargs["steps"]: v for name, v in t.items() if name.startswith("2 layers")}
+    chance = 1 / (ProbeSetup().vocab_size - 5)
+    check(f"clip 2, one layer: offset -2 shares its vector with every offset further left, and no seed passes 50% in "
+          f"{ref.rungs[next(iter(t))].kwargs['steps']} steps (chance {chance:.0%})", below(one["acc"], 0.5), one["acc"])
+    mid = sorted(two)[len(two) // 2]
+    check(f"clip 2, two layers: every seed copies the token two back at > 95% by {mid} steps",
+          above(two[mid]["acc"], 0.95), {f"{s} steps": v["acc"] for s, v in two.items()})
+    mid_rung = next(r for r in ref.rungs.values() if r.kwargs.get("n_layers") == 2 and r.kwargs["steps"] == mid)
+    prev, target = mid_rung.values("on_previous"), mid_rung.values("on_target")  # (seeds, 2 layers)
+    check("but not by chaining hops: no layer-0 head puts more than 0.25 of its attention on the token just before (a "
+          "hop would need most of it), while a layer-1 head puts > 0.9 on the target two back itself, in every seed",
+          below(prev[:, 0], 0.25) & above(target[:, 1], 0.9), {"layer 0 on i-1": prev[:, 0], "layer 1 on i-2": target[:, 1]})
+    print(f"accuracy at 2L after {mid} steps: {np.round(two[mid]['acc_2L'], 2)} (at L: {np.round(two[mid]['acc'], 2)})")
+
+
+EXTRAPOLATION = (("rotary", 0), ("shaw", 3), ("learned", 0), ("sinusoidal", 0))  # section 5b's schemes (pos, clip)
+
+
+@one_thread()  # a one-layer model of width 32-64: a second thread only spins
+def extrapolation_seed(seed: int, scale: int) -> dict:
+    """One seed of the extrapolation reference: section 5b's 2-back copy for each scheme of EXTRAPOLATION, trained as
+    the live run trains it at ProbeSetup(kind="k_back", k=2).scaled(scale) (scale 4: d = 64, 4x the steps).
+    -> {scheme: {"acc": held-out accuracy at L, "acc_2L": at 2L (NaN where the scheme cannot run there)}}"""
+    setup = ProbeSetup(kind="k_back", k=2).scaled(scale)
+    out = {}
+    for pos, clip in EXTRAPOLATION:
+        model = train_probe(pos, clip, seed, setup, device="cpu")
+        task = setup.task()
+        at_l = evaluate(model, task, n_batches=2, batch_size=128, seed=HELD_OUT + seed)["accuracy"]
+        try:
+            at_2l = evaluate(model, task, n_batches=2, batch_size=128, seed=HELD_OUT + seed,
+                             seq_len=2 * setup.seq_len)["accuracy"]
+        except ValueError:  # a learned table has no row beyond max_len
+            at_2l = math.nan
+        out[f"{pos} k={clip}" if pos == "shaw" else pos] = {"acc": at_l, "acc_2L": at_2l}
+    return out
+
+
+def extrapolation_claims(ref) -> None:
+    """The checks notebook 08 makes on the extrapolation reference (the runner makes them on every regeneration)."""
+    narrow, wide = list(ref.rungs.values())
+    val = lambda r, scheme, key: r.values(scheme, key)  # (seeds,)
+    for r in (narrow, wide):
+        print(f"{r.name:26s}", {s: f"L {np.median(val(r, s, 'acc')):.2f}, 2L {np.median(val(r, s, 'acc_2L')):.2f}"
+                                for s in ("rotary", "shaw k=3", "learned", "sinusoidal")}, "(medians)")
+    check("both relative schemes learn the copy at L on the median seed, at both sizes (> 0.95)",
+          above(min(float(np.median(val(r, s, "acc"))) for r in (narrow, wide) for s in ("rotary", "shaw k=3")), 0.95),
+          {r.name: {s: val(r, s, "acc") for s in ("rotary", "shaw k=3")} for r in (narrow, wide)})
+    check("Shaw (k = 3) loses nothing at 2L, in every seed at both sizes (within 0.02 of its accuracy at L): its clipped "
+          "labels never go out of range", below(max(np.abs(val(r, "shaw k=3", "acc_2L") - val(r, "shaw k=3", "acc")).max()
+                                                    for r in (narrow, wide)), 0.02),
+          {r.name: val(r, "shaw k=3", "acc_2L") for r in (narrow, wide)})
+    best_absolute = max(val(r, s, "acc").max() for r in (narrow, wide) for s in ("learned", "sinusoidal"))
+    check("neither absolute scheme learns the copy in one layer at either size: every seed below 0.2 at L (chance 0.09)",
+          below(best_absolute, 0.2), {r.name: {s: val(r, s, "acc").max() for s in ("learned", "sinusoidal")}
+                                      for r in (narrow, wide)})
+    drop = paired_difference(val(wide, "rotary", "acc"), val(wide, "rotary", "acc_2L"), "at L", "at 2L")
+    check(f"rotary keeps it at 2L only at d = 32: at d = 64 every seed loses more than 0.1 at 2L (paired: {drop})",
+          above(val(narrow, "rotary", "acc_2L").min(), 0.9)
+          & above(val(wide, "rotary", "acc") - val(wide, "rotary", "acc_2L"), 0.1),
+          {"d = 32 at 2L": val(narrow, "rotary", "acc_2L"), "d = 64 at 2L": val(wide, "rotary", "acc_2L")})
+
+
 REFERENCES = [
     ReferenceSpec(
         "08_relative_positions", "alibi_layers", reference_seed, seeds=8,
@@ -306,4 +398,17 @@ REFERENCES = [
                Rung(f"2 layers, {REFERENCE_STEPS} steps", steps=REFERENCE_STEPS, lr=3e-3, n_layers=2)),
         lesson="whether symmetric ALiBi can learn the 2-back copy with one layer or two, at the live budget and "
                "longer, over 8 seeds", claims=reference_claims),
+    ReferenceSpec(
+        "08_relative_positions", "chained_hops", hops_seed, seeds=8,
+        rungs=(Rung("1 layer, clip 2, 800 steps", steps=800, n_layers=1),
+               Rung("2 layers, clip 2, 200 steps", steps=200, n_layers=2),
+               Rung("2 layers, clip 2, 800 steps", steps=800, n_layers=2),
+               Rung("2 layers, clip 2, 3000 steps", steps=3000, n_layers=2)),
+        lesson="whether two layers with Shaw's clip 2 chain two one-token hops into the 2-back copy that one layer "
+               "with that clip cannot make, over 8 seeds", claims=hops_claims),
+    ReferenceSpec(
+        "08_relative_positions", "extrapolation", extrapolation_seed, seeds=8,
+        rungs=(Rung("d = 32, 200 steps (live)", scale=1), Rung("d = 64, 800 steps", scale=4)),
+        lesson="which schemes learn the 2-back copy at length L and keep it at 2L, at the live size and at twice the "
+               "width with 4x the steps, over 8 seeds", claims=extrapolation_claims),
 ]
