@@ -17,12 +17,17 @@ import torch
 import torch.nn.functional as F
 
 from qalib.lab.data import CLS, N_SPECIAL, SEP, Batch
+from qalib.lab.device import one_thread
+from qalib.lab.gate import learned
 from qalib.lab.probes import fit_probe
+from qalib.lab.reference import ReferenceSpec, Rung
+from qalib.lab.stats import paired_difference
 from qalib.lab.train import TrainConfig, evaluate
 from qalib.lab.train_batched import train_seeds
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.validate import choices, int_in, seed_list
-from qalib.notebook.drawing import seed_band
+from qalib.notebook.claims import above, at_least, below, check
+from qalib.notebook.drawing import budget_axis, seed_band, seeds_and_median
 
 
 
@@ -302,3 +307,69 @@ def plot_experiment(fig, r) -> None:
     ax2.set_xticks(x, [f"{n}\n{r['params'][n]:,} params" for n in r["variants"]], fontsize=8)
     ax2.axhline(0.5, color="0.5", ls=":", lw=1)
     ax2.set(ylabel="held-out accuracy", ylim=(0.3, 1.02), title="After training (bars: mean, dots: seeds)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference: the same three variants at 1x, 4x and 16x the live budget, 20 seeds
+# ---------------------------------------------------------------------------------------------
+GATE_MARGIN = 0.3  # learned: held-out accuracy above chance (0.5) + 0.3
+
+
+@one_thread()  # a one-layer model of width 32: a second thread only spins
+def reference_seed(seed: int, steps: int) -> dict:
+    """One seed of the reference: every VARIANT trained as the notebook trains it (run_experiment: lr 1e-3, batch 32)
+    for `steps` steps. -> {variant: held-out accuracy}"""
+    r = run_experiment(seeds=(seed,), steps=steps, lr=1e-3, d_model=32, device="cpu")
+    return {name: float(a[0]) for name, a in r["accuracy"].items()}
+
+
+def reference_table(ref) -> dict[str, dict[str, np.ndarray]]:
+    """{rung name: {variant: (seeds,) held-out accuracy}} in the spec's rung order."""
+    return {name: {v: rung.values(v) for v in VARIANTS} for name, rung in ref.rungs.items()}
+
+
+def reference_claims(ref) -> None:
+    """The checks notebook 04 makes on its reference run (the runner makes them on every regeneration too)."""
+    t = reference_table(ref)
+    steps = {name: int(r.kwargs["steps"]) for name, r in ref.rungs.items()}
+    live, *_, last = list(t)
+    share = {name: {v: float(np.mean(acc > 0.5 + GATE_MARGIN)) for v, acc in row.items()} for name, row in t.items()}
+    print("share of seeds past the gate (held-out accuracy > 0.8; chance 0.5):",
+          {f"{steps[n]} steps": {v: round(x, 2) for v, x in row.items()} for n, row in share.items()})
+    check(f"learned-or-not gate: at {steps[last]} steps every model, with or without segment ids, is past 0.8 in at "
+          "least 9 seeds of 10", at_least(min(share[last].values()), 0.9), share[last])
+    gaps = {n: paired_difference(row["sum"], row["sum, no segment ids"], "with segment ids", "without") for n, row in t.items()}
+    check(f"at the live {steps[live]} steps the segment ids help: accuracy with them minus without, paired by seed, "
+          "has its 95% interval above 0", above(gaps[live].low, 0), str(gaps[live]))
+    check(f"faster, not possible: at {steps[last]} steps the gain is under a fifth of the live one, and its interval "
+          "lies within ±0.02 of 0", below(abs(gaps[last].mean), abs(gaps[live].mean) / 5)
+          & below(max(abs(gaps[last].low), abs(gaps[last].high)), 0.02),
+          {f"{steps[n]} steps": str(g) for n, g in gaps.items()})
+    sum_concat = {n: paired_difference(row["sum"], row["concat + project"], "sum", "concat") for n, row in t.items()}
+    later = [n for n in t if n != live]
+    check("sum and concat + project end level: past the live budget the paired interval of their difference lies "
+          "within ±0.01 of 0 at every budget", below(max(max(abs(sum_concat[n].low), abs(sum_concat[n].high))
+                                                         for n in later), 0.01),
+          {f"{steps[n]} steps": str(g) for n, g in sum_concat.items()})
+
+
+def plot_reference(fig, ref) -> None:
+    """Held-out accuracy per variant against the budget, one dot per seed and the median."""
+    t = reference_table(ref)
+    steps = np.array([int(r.kwargs["steps"]) for r in ref.rungs.values()])
+    ax = fig.add_subplot(1, 1, 1)
+    for i, v in enumerate(VARIANTS):
+        seeds_and_median(ax, steps * (1 + 0.06 * (i - 1)), [t[n][v] for n in t], f"C{i}", v)
+    ax.axhline(0.5, color="0.5", ls=":", lw=1, label="chance")
+    budget_axis(ax, steps)
+    ax.set(ylabel="held-out accuracy", ylim=(0.3, 1.03), title="the three variants as the budget grows")
+    ax.legend(fontsize=8, loc="lower right")
+
+
+REFERENCES = [
+    ReferenceSpec(
+        "04_bert_embedding_sum", "budgets", reference_seed, seeds=20,
+        rungs=(Rung("live", steps=160), Rung("4x", steps=640), Rung("16x", steps=2560)),
+        lesson="whether sum and concat + project both learn the marker task, and whether segment ids make it possible "
+               "or only faster, at 160, 640 and 2560 steps over 20 seeds", claims=reference_claims),
+]
