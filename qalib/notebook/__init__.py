@@ -2,6 +2,7 @@
 collection.
 
     claims       -- the three kinds of statement: check (✓ a measurement), identity (≡), quote (❝)
+    quiet        -- how a statement shows in Jupyter: one line, its details one click away
     drawing      -- matplotlib only: live artists, limits, labels, bars and the axis helpers plots share
     widgets      -- Demo: compute function -> plot function -> ipywidgets controls
     style        -- use_style(): the figures' look (QALIB_STYLE=talk for class)

@@ -90,6 +90,8 @@ def format_value(value: object) -> str:
         return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float, np.number)) for v in value):
         return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (np.ndarray, torch.Tensor, dict)) for v in value):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"  # not the arrays' repr ("array([...])")
     return str(value)
 
 
@@ -269,7 +271,9 @@ def _verify(claim: str, holds: bool, measured: object, kind: str, margin: float 
     if not holds and not _keep_going():
         what = "claim does not hold" if kind == "measurement" else "identity does not hold (a bug in the code)"
         raise ClaimFailed(f"{what}: {claim} — measured: {format_value(measured)}")
-    print(result)
+    from qalib.notebook.quiet import show  # here: quiet imports this module's marks
+
+    show(result)
     return result
 
 

@@ -79,7 +79,12 @@ def statement_lines(nb) -> list[str]:
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
-                lines += [line for line in out.get("text", "").splitlines() if line.startswith(MARKS)]
+                text = out.get("text", "")
+            elif out.get("metadata", {}).get("qalib") == "claims":  # a quiet claim: its plain text is the full line
+                text = out.get("data", {}).get("text/plain", "")
+            else:
+                continue
+            lines += [line for line in text.splitlines() if line.startswith(MARKS)]
     return lines
 
 

@@ -120,8 +120,10 @@ def slim_outputs(cell) -> None:
     kept = []
     for out in cell.get("outputs", []):
         data = out.get("data", {})
-        if out.get("output_type") == "stream":
-            lines = [line for line in out.get("text", "").splitlines() if line.startswith(MARKS)]
+        claim = out.get("metadata", {}).get("qalib") == "claims"  # a quiet claim: its plain text is the full line
+        if out.get("output_type") == "stream" or claim:
+            text = data.get("text/plain", "") if claim else out.get("text", "")
+            lines = [line for line in text.splitlines() if line.startswith(MARKS)]
             if lines:
                 kept.append(statement_output(lines))
         elif any(k.startswith("image/") or k == "text/html" for k in data):
