@@ -102,3 +102,24 @@ def test_the_set_up_imports_are_folded(stem):
                    and re.match(r"## (\d+\s*[·.]\s*)?Set-up", "".join(c["source"]).strip()))
     cell = nb["cells"][heading + 1]
     assert cell["cell_type"] == "code" and cell["metadata"].get("jupyter", {}).get("source_hidden") is True
+
+
+SHOWED = re.compile(r"^\*\*What [^*]*showed\.?\*\*")
+SHOWED_MAX = 120
+LIMITS = "<details><summary>Limits of this run</summary>"
+
+
+def markdown_sources(stem: str) -> list[str]:
+    cells = json.loads(Path(TOPICS[stem]).read_text(encoding="utf-8"))["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+
+
+@pytest.mark.parametrize("stem", ANSWER_FIRST)
+def test_what_an_experiment_showed_is_short_and_its_caveats_are_one_click_away(stem):
+    """Each "What it showed" (or "What the reference showed") paragraph states the result in at most ~120 words; a
+    notebook with such a paragraph keeps its caveats in a collapsed "Limits of this run" box."""
+    showed = [p for src in markdown_sources(stem) for p in paragraphs(src) if SHOWED.match(p)]
+    long = {p[:60]: count_words(p) for p in showed if count_words(p) > SHOWED_MAX}
+    assert not long, f"{stem}: 'What ... showed' paragraphs over {SHOWED_MAX} words: {long}"
+    if showed:
+        assert any(LIMITS in src for src in markdown_sources(stem)), f"{stem}: no '{LIMITS}' box"
