@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from qalib.nn.positions import sinusoidal
-from qalib.nn.validate import choice, int_in, positive, sinusoid_width
+from qalib.nn.validate import choice, int_in, positive, seed_list, sinusoid_width
 from qalib.notebook.drawing import Change, Update, live, nice_ceiling, set_limits
 
 
@@ -158,16 +158,19 @@ def predicted_token_accuracy(ratio: float, d_model: int, vocab_size: int) -> flo
 
 
 def recovery_vs_d(init: str = "t2t", d_models=D_CHOICES, vocab_size: int = 1000, n_samples: int = 256,
-                  seed: int = 0) -> dict:
-    """Token and position accuracy with and without sqrt(d), for each d_model."""
+                  seeds=(0,)) -> dict:
+    """Token and position accuracy with and without sqrt(d), for each d_model: the mean over `seeds` (each seed
+    draws its own table and samples, so n_samples x len(seeds) draws in all)."""
+    seeds = seed_list("seeds", seeds)
     rows = {k: [] for k in ("token_none", "token_scaled", "pos_none", "pos_scaled", "cos_none", "cos_scaled")}
     for d in d_models:
         for tag, scaled in (("none", False), ("scaled", True)):
-            r = recovery(d, init, scale_factor(d, scaled), vocab_size, n_samples=n_samples, seed=seed)
-            rows[f"token_{tag}"].append(r["token_accuracy"])
-            rows[f"pos_{tag}"].append(r["position_accuracy"])
-            rows[f"cos_{tag}"].append(float(r["cos_token"].mean()))
-    return {"d_model": np.array(list(d_models)), "init": init, **{k: np.array(v) for k, v in rows.items()}}
+            runs = [recovery(d, init, scale_factor(d, scaled), vocab_size, n_samples=n_samples, seed=s) for s in seeds]
+            rows[f"token_{tag}"].append(float(np.mean([r["token_accuracy"] for r in runs])))
+            rows[f"pos_{tag}"].append(float(np.mean([r["position_accuracy"] for r in runs])))
+            rows[f"cos_{tag}"].append(float(np.mean([r["cos_token"].mean() for r in runs])))
+    return {"d_model": np.array(list(d_models)), "init": init, "draws": n_samples * len(seeds),
+            **{k: np.array(v) for k, v in rows.items()}}
 
 
 def recovery_vs_factor(d_model: int, init: str = "t2t", factors=None, vocab_size: int = 1000, n_positions: int = 128,
