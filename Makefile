@@ -70,6 +70,7 @@ exercises: setup
 # One sheet of short answers, formulas and follow-ups: cheatsheet/cheatsheet.html and .pdf (offline).
 cheatsheet: setup
 	$(PY) -m qalib.tools.cheatsheet --out cheatsheet
+	$(PY) -m qalib.tools.core_sheet --out cheatsheet
 
 # Every drill follow-up and quiz question as one Anki deck: anki/qalib.apkg (offline; in Anki: File > Import).
 anki: setup

@@ -27,6 +27,7 @@ from qalib.practice.progress_chart import days_text, plot_progress, topic_summar
 from qalib.practice.schedule import CardState, as_rating, interval_text, next_card, next_intervals, quiz_rating
 
 SESSION_GOALS = (5, 10, 20, 30)  # questions per session the student can aim for
+SPEAKING_SECONDS = (30, 60)      # the speaking timer's lengths: a short answer, then the longer one
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Card:
     section: str
     question: Q.Question | None = None  # set for a multiple-choice card
     short: str = ""         # a follow-up's short answer (said aloud first); empty for a quiz question
+    core: bool = False      # one of the drills' core questions (the night-before set)
 
     @property
     def link(self) -> str:
@@ -65,7 +67,7 @@ def pool(notebooks: list[str] | None = None) -> list[Card]:
     cards = []
     for name in names:
         drill = Q.load(name)
-        cards += [Card(card_id(name, f.question), name, f.question, f.answer, f.section, short=f.short)
+        cards += [Card(card_id(name, f.question), name, f.question, f.answer, f.section, short=f.short, core=f.core)
                   for f in drill.follow_ups]
         cards += [Card(card_id(name, q.prompt), name, q.prompt, q.explanation, q.section, q) for q in drill.questions]
     return cards
@@ -92,6 +94,17 @@ class MockInterview:
         if goal not in SESSION_GOALS:
             raise ValueError(f"goal must be one of {SESSION_GOALS} questions, got {goal!r}")
         self.goal = W.Dropdown(options=list(SESSION_GOALS), value=goal, description="session goal")
+        self.core_only = W.Checkbox(value=False, description="core questions only", indent=False,
+                                    tooltip="the drills' core set: the questions to know cold the night before")
+        # The speaking timer runs in the browser (Play ticks once a second, linked to the bar there), so it keeps
+        # time while the kernel is idle; the kernel only resets it for each new question.
+        self.timer_length = W.ToggleButtons(options=[(f"{t} s", t) for t in SPEAKING_SECONDS], value=SPEAKING_SECONDS[0],
+                                            description="speaking timer", style={"button_width": "4em"})
+        self.timer = W.Play(value=0, min=0, max=SPEAKING_SECONDS[0], step=1, interval=1000, repeat=False,
+                            show_repeat=False, description="start the timer")
+        self.timer_bar = W.IntProgress(value=0, min=0, max=SPEAKING_SECONDS[0], layout=W.Layout(width="16em"))
+        W.jslink((self.timer, "value"), (self.timer_bar, "value"))
+        self.timer_length.observe(lambda change: self._set_timer(change["new"]), names="value")
         self.summary = W.HTMLMath()
 
         self.notice = W.HTML()
@@ -122,8 +135,9 @@ class MockInterview:
         # answering, and a front end that echoes the value back on render would do so unasked
         self.buttons = W.HBox([self.reveal_button, self.check_button, *self.rating_buttons.values(),
                                self.next_button])
-        self.widget = W.VBox([self.notice, W.HBox([self.topic, self.goal]), self.header, self.prompt, self.options,
-                              self.typed, self.buttons, self.answer, self.summary, self.status, self.chart])
+        self.widget = W.VBox([self.notice, W.HBox([self.topic, self.goal, self.core_only]), self.header, self.prompt,
+                              self.options, self.typed, W.HBox([self.timer_length, self.timer, self.timer_bar]),
+                              self.buttons, self.answer, self.summary, self.status, self.chart])
         self.widget.add_class("qalib-interview")
         self.ask()
 
@@ -135,7 +149,7 @@ class MockInterview:
     def ask(self) -> Card:
         """Put the next card on screen, in the order FSRS gives (schedule.next_card: due cards first)."""
         states = self.store.states()
-        asked = [c.id for c in self.cards if self.topic.value in ("", c.notebook)]
+        asked = self.askable()
         self.current = self.by_id[next_card(asked, states, self.store.clock(),
                                             lambda ids: self.rng.sample(ids, len(ids)), self.store.scheduler)]
         c = self.current
@@ -145,6 +159,7 @@ class MockInterview:
         self.prompt.value = f"<b>{c.prompt}</b>"
         self.typed.value = ""
         self.answer.outputs = ()
+        self._set_timer(self.timer_length.value)
         if c.question is not None:
             q = self.current_question = c.question.shuffled(self.rng)
             self.options.options = [(o, j) for j, o in enumerate(q.options)]
@@ -159,6 +174,21 @@ class MockInterview:
             self._show(self.reveal_button)
         self._refresh(states)
         return c
+
+    def askable(self) -> list[str]:
+        """The ids the next question is drawn from: the chosen topic (or all), the core set only if ticked. A topic
+        without a core question is asked in full, and says so."""
+        topic = [c for c in self.cards if self.topic.value in ("", c.notebook)]
+        core = [c for c in topic if c.core]
+        if self.core_only.value and not core:
+            self.notice.value = "<div style='color:#b35806'>This topic has no core question: asking all of it.</div>"
+        return [c.id for c in (core if self.core_only.value and core else topic)]
+
+    def _set_timer(self, seconds: int) -> None:
+        """Stop the speaking timer and set it to `seconds`, back at 0."""
+        self.timer.playing = False
+        self.timer.value = 0
+        self.timer.max = self.timer_bar.max = int(seconds)
 
     def reveal(self) -> str:
         """Show our answer (and what the student typed, escaped) for a follow-up; then ask for a rating."""

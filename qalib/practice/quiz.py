@@ -48,6 +48,7 @@ class Question:
 
 
 SHORT_MAX_WORDS = 40  # a follow-up's short answer: what one says aloud in about 15 seconds
+CORE_RANGE = (20, 30)  # how many follow-ups, over all drills, are marked core: a night's revision, one printed page
 _FORMULA = re.compile(r"\$[^$]+\$")
 
 
@@ -64,6 +65,7 @@ class FollowUp:
     answer: str        # markdown, LaTeX allowed
     section: str       # the heading of the notebook section it builds on
     short: str         # the answer in at most SHORT_MAX_WORDS words, one line
+    core: bool = False # one of the few questions to know cold the night before an interview (CORE_RANGE in all)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,10 @@ def load(notebook: str) -> Drill:
         if "\n" in short or count_words(short) > SHORT_MAX_WORDS:
             raise ValueError(f"{where}: 'short' must be one line of at most {SHORT_MAX_WORDS} words, got "
                              f"{count_words(short)} words: {short[:60]!r}...")
-        follow_ups.append(FollowUp(question, answer, section, short))
+        core = entry.get("core", False)
+        if not isinstance(core, bool):
+            raise ValueError(f"{where}: 'core' must be true or false, got {core!r}")
+        follow_ups.append(FollowUp(question, answer, section, short, core))
     questions = []
     for i, entry in enumerate(data.get("quiz", []), 1):
         where = f"{path.name}: quiz {i}"
