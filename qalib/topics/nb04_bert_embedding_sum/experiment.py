@@ -341,10 +341,13 @@ def reference_claims(ref) -> None:
     gaps = {n: paired_difference(row["sum"], row["sum, no segment ids"], "with segment ids", "without") for n, row in t.items()}
     check(f"at the live {steps[live]} steps the segment ids help: accuracy with them minus without, paired by seed, "
           "has its 95% interval above 0", above(gaps[live].low, 0), str(gaps[live]))
-    check(f"faster, not possible: at {steps[last]} steps the gain is under a fifth of the live one, and its interval "
-          "lies within ±0.02 of 0", below(abs(gaps[last].mean), abs(gaps[live].mean) / 5)
-          & below(max(abs(gaps[last].low), abs(gaps[last].high)), 0.02),
-          {f"{steps[n]} steps": str(g) for n, g in gaps.items()})
+    check(f"the gain shrinks with training: at {steps[last]} steps its paired mean is under half the live one",
+          below(gaps[last].mean, gaps[live].mean / 2), {f"{steps[n]} steps": str(g) for n, g in gaps.items()})
+    without = {n: row["sum, no segment ids"] for n, row in t.items()}
+    check(f"most seeds without segment ids catch up: at {steps[last]} steps the median one is at 0.99 or above",
+          at_least(float(np.median(without[last])), 0.99), without[last])
+    print("but not every seed: without segment ids, seeds still under 0.95 at each budget:",
+          {f"{steps[n]} steps": f"{int((w < 0.95).sum())} of {len(w)}" for n, w in without.items()})
     sum_concat = {n: paired_difference(row["sum"], row["concat + project"], "sum", "concat") for n, row in t.items()}
     later = [n for n in t if n != live]
     check("sum and concat + project end level: past the live budget the paired interval of their difference lies "
