@@ -59,9 +59,13 @@ def test_the_deck_drops_setup_code_and_clutter_and_turns_the_drill_into_fragment
     sources = [c.source for c in deck.cells]
     assert "import qalib" not in sources and "x = 1" not in sources     # set-up skipped, no-output cell dropped
     code = next(c for c in deck.cells if c.cell_type == "code")
-    assert [o.get("text", "") for o in code.outputs if o.output_type == "stream"] == ["✓ a claim — measured: 1\n"]
+    assert not [o for o in code.outputs if o.output_type == "stream"]          # no check line on the slide...
+    badges = [c.source for c in deck.cells if "qalib-badge" in c.source]
+    assert badges == ["<p class='qalib-badge'>✓ 1 measured</p>"]                # one badge for the slide
+    after = deck.cells[deck.cells.index(code) + 1]                              # ...its text is in the notes
+    assert after.metadata["slideshow"]["slide_type"] == "notes" and "✓ a claim — measured: 1" in after.source
     assert any("image/png" in o.get("data", {}) for o in code.outputs)
-    assert "notes" in kinds and "Prose here." in sources[kinds.index("notes")]
+    assert any(k == "notes" and "Prose here." in src for k, src in zip(kinds, sources))
     follow = [s for s in sources if s.startswith("### Follow-up")]
     assert follow and kinds.count("fragment") == len(follow)
 
@@ -112,3 +116,38 @@ def test_reveal_js_comes_from_the_installed_package():
 def test_an_unknown_notebook_is_named(tmp_path):
     with pytest.raises(ValueError, match="no topic notebook named \\['99_nope'\\]"):
         slides.build(["99_nope"], tmp_path)
+
+
+def test_a_heading_inside_a_cell_starts_its_own_slide_and_the_setup_section_is_left_out():
+    nb = executed_notebook()
+    nb.cells[2] = new_markdown_cell("## 3 · The argument\nProse here.\n\n### 3.1 A step\nMore.\n\n## 4 · Myth check\nA myth.",
+                                    metadata={"slideshow": {"slide_type": "slide"}})
+    nb.cells.insert(1, new_markdown_cell("## Set-up", metadata={"slideshow": {"slide_type": "slide"}}))
+    deck = slides.deck_notebook(nb, "01_scaled_attention")
+    shown = [(c.metadata["slideshow"]["slide_type"], c.source.splitlines()[0]) for c in deck.cells
+             if c.metadata["slideshow"]["slide_type"] in ("slide", "subslide")]
+    assert ("subslide", "### 3.1 A step") in shown and ("slide", "## 4 · Myth check") in shown
+    assert not any("Set-up" in c.source for c in deck.cells)
+
+
+def test_the_title_slide_shows_the_question_and_the_30_second_answer():
+    source = ("# 01 · A question\n\n**The question.** *Why?*\n\n✓ a measurement · ≡ a derivation\n\n"
+              "**The answer in 30 seconds.** Because.\n\n**The longer answer.** Because, at length.")
+    shown, notes = slides.title_slide(source)
+    assert shown == "# 01 · A question\n\n**The question.** *Why?*\n\n**The answer in 30 seconds.** Because."
+    assert "The longer answer" in notes and "✓ a measurement" in notes
+
+
+def test_the_badge_counts_each_kind_of_statement():
+    lines = ["✓ a — measured: 1", "✓ b — measured: 2", "≡ identity: c — checked: 0", "❝ quoted: d — e"]
+    assert slides.statement_badge(lines) == "✓ 2 measured · ≡ 1 derived · ❝ 1 quoted"
+    assert slides.statement_badge(lines[2:3]) == "≡ 1 derived"
+
+
+def test_one_badge_per_slide_counts_all_its_cells_statements():
+    nb = executed_notebook()
+    identity = new_output("stream", name="stdout", text="≡ identity: x — checked: 1\n")
+    nb.cells.insert(4, new_code_cell("identity(...)", outputs=[identity], metadata={"slideshow": {"slide_type": "-"}}))
+    deck = slides.deck_notebook(nb, "01_scaled_attention")
+    badges = [c.source for c in deck.cells if "qalib-badge" in c.source]
+    assert badges == ["<p class='qalib-badge'>✓ 1 measured · ≡ 1 derived</p>"]

@@ -8,9 +8,11 @@ from their headings: a `##` section starts a slide, a `###` step a vertical sub-
 skipped). Building then turns the executed notebook into a deck:
 - each slide keeps its heading, its display formulas and the lead sentence of each paragraph; the full
   explanation goes into the speaker notes (press S in the deck);
-- code is hidden; figures, demo figures (in the state the run left them) and the ✓ / ≡ / ❝ lines stay, one
-  figure per slide: a second figure under the same heading continues on a vertical sub-slide, so no slide
-  needs scrolling for its figures;
+- a heading in the middle of a cell starts its own slide (`###`: sub-slide); the set-up section is left out; the
+  first slide shows the title, the question and the 30-second answer (the longer answer goes to the notes);
+- code is hidden; figures and demo figures (in the state the run left them) stay, one figure per slide: a second
+  figure under the same heading continues on a vertical sub-slide, so no slide needs scrolling for its figures;
+- a cell's ✓ / ≡ / ❝ lines become one badge ("✓ 3 measured · ≡ 1 derived"), their full text in the notes;
 - the drill's follow-ups become sub-slides: the question, then the answer on the next click (a fragment).
 reveal.js comes from the files the sphinx-revealjs package bundles and MathJax from jupyter-server-mathjax, both
 copied next to the decks: nothing is fetched from a network.
@@ -149,17 +151,72 @@ def has_figure(cell) -> bool:
                for out in cell.get("outputs", []))
 
 
+HEADING = re.compile(r"^(#{1,4}) \S", re.M)
+SETUP_HEADING = re.compile(r"^#{1,3} Set-up\s*$")
+TITLE_KEEPS = ("**The question.**", "**The answer in 30 seconds.**")  # the title slide: the rest goes to the notes
+
+
+def split_at_headings(cell) -> list:
+    """A markdown cell with headings after its first line, as one cell per heading: a '#'/'##' heading starts a
+    slide, a '###' or '####' a sub-slide, wherever it sits in the cell (the first piece keeps the cell's own boundary)."""
+    if cell.cell_type != "markdown":
+        return [cell]
+    starts = [m.start() for m in HEADING.finditer(cell.source) if m.start() > 0]
+    if not starts:
+        return [cell]
+    pieces, bounds = [], [0, *starts, len(cell.source)]
+    for a, b in zip(bounds, bounds[1:]):
+        text = cell.source[a:b].strip("\n")
+        if not text.strip():
+            continue
+        kind = cell.metadata["slideshow"]["slide_type"] if a == 0 else (
+            "subslide" if text.startswith(("### ", "#### ")) else "slide")
+        pieces.append(nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": kind}}))
+    return pieces
+
+
+def title_slide(source: str) -> tuple[str, str]:
+    """(the title slide, its notes): the title, the question and the 30-second answer on the slide; the legend and
+    the longer answer in the notes."""
+    paras = [p.strip() for p in re.split(r"\n\s*\n", source) if p.strip()]
+    shown = [p for i, p in enumerate(paras) if i == 0 or p.startswith(TITLE_KEEPS)]
+    return "\n\n".join(shown), "\n\n".join(p for p in paras[1:] if p not in shown)
+
+
+def statement_badge(lines: list[str]) -> str:
+    """'✓ 3 measured · ≡ 2 derived · ❝ 1 quoted': what a slide's statements are, their text in the notes."""
+    from qalib.notebook.claims import IDENTITY, QUOTE, TICK
+
+    counts = [(sum(line.startswith(mark) for line in lines), mark, word)
+              for mark, word in ((TICK, "measured"), (IDENTITY, "derived"), (QUOTE, "quoted"))]
+    return " · ".join(f"{mark} {n} {word}" for n, mark, word in counts if n)
+
+
 def deck_notebook(nb, stem: str):
     """The executed notebook rewritten for the deck (see the module docstring). The notebook itself is not changed."""
     nb = copy.deepcopy(nb)
     staticize(nb)  # demo widgets -> their figure and control values, as the run left them
-    cells = []
-    figure_on_slide, heading = False, ""
     for i, cell in enumerate(nb.cells):
-        kind = cell.metadata.get("slideshow", {}).get("slide_type")
-        if kind is None:
+        if cell.metadata.get("slideshow", {}).get("slide_type") is None:
             raise ValueError(f"{stem}: cell {i} has no slideshow metadata; run `python -m qalib.tools.slides --mark {stem}`")
-        if kind == "skip":
+    nb.cells = [piece for i, cell in enumerate(nb.cells) for piece in ([cell] if i == 0 else split_at_headings(cell))]
+    cells, slide_statements = [], []
+    figure_on_slide, heading, in_setup = False, "", False
+
+    def flush_badge() -> None:
+        """End a slide: one badge for all its statements ("✓ 3 measured · ≡ 1 derived")."""
+        if slide_statements:
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"<p class='qalib-badge'>{statement_badge(slide_statements)}</p>", metadata={"slideshow": {"slide_type": "-"}}))
+            slide_statements.clear()
+
+    for i, cell in enumerate(nb.cells):
+        kind = cell.metadata["slideshow"]["slide_type"]
+        if kind in ("slide", "subslide"):
+            flush_badge()
+        if kind in ("slide", "subslide") and cell.cell_type == "markdown":
+            in_setup = bool(SETUP_HEADING.match(cell.source.strip().splitlines()[0])) if cell.source.strip() else False
+        if kind == "skip" or in_setup:
             continue
         if kind in ("slide", "subslide"):
             figure_on_slide = False
@@ -169,21 +226,29 @@ def deck_notebook(nb, stem: str):
             cells += drill_cells(stem)
             continue
         if cell.cell_type == "markdown":
-            shown, notes = (cell.source, "") if i == 0 else split_markdown(cell.source)
+            shown, notes = title_slide(cell.source) if i == 0 else split_markdown(cell.source)
             if shown or kind in ("slide", "subslide"):
                 cells.append(nbformat.v4.new_markdown_cell(shown, metadata={"slideshow": {"slide_type": kind}}))
             if notes:
                 cells.append(nbformat.v4.new_markdown_cell(notes, metadata={"slideshow": {"slide_type": "notes"}}))
             continue
         slim_outputs(cell)
-        if not cell.outputs:
-            continue
+        statements = [line for out in cell.outputs if out.output_type == "stream" for line in out.text.splitlines()]
+        cell.outputs = [out for out in cell.outputs if out.output_type != "stream"]  # slim_outputs left only claims
+        notes_cell = nbformat.v4.new_markdown_cell("\n\n".join(f"`{line}`" for line in statements),
+                                                   metadata={"slideshow": {"slide_type": "notes"}})
         if has_figure(cell):
             if figure_on_slide:  # the slide already shows one: this one goes below it, on a sub-slide
+                flush_badge()
                 cells.append(nbformat.v4.new_markdown_cell(f"### {heading} (continued)",
                                                            metadata={"slideshow": {"slide_type": "subslide"}}))
             figure_on_slide = True
-        cells.append(cell)
+        if cell.outputs:
+            cells.append(cell)
+        if statements:  # the slide's badge counts them (added at its end); their text goes into the notes
+            slide_statements += statements
+            cells.append(notes_cell)
+    flush_badge()
     nb.cells = cells
     return nb
 

@@ -341,7 +341,7 @@ def test_mock_interview_in_voila_records_answers_and_shows_no_code(browser):
 @pytest.mark.timeout(600)
 def test_a_slide_deck_works_offline_and_prints_to_pdf(browser, tmp_path):
     """`make slides`: the deck loads with the network blocked, the arrow keys move, the figures show, the formulas
-    typeset, and reveal.js's print view (?print-pdf) prints to a PDF in Chromium."""
+    typeset, every slide fits the screen, and reveal.js's print view (?print-pdf) prints to a PDF in Chromium."""
     from qalib.tools.slides import build
 
     topic = next(n for n in NOTEBOOKS if is_topic(Path(n)))
@@ -365,6 +365,17 @@ def test_a_slide_deck_works_offline_and_prints_to_pdf(browser, tmp_path):
         # counted in the normal view: in the print view reveal.js rebuilds the slides, and a count read while it
         # does so gave 0 once
         slides = page.evaluate("Reveal.getTotalSlides()")
+        # every slide fits 1280 x 720: one that runs over is zoomed out to fit (never below 0.6) after MathJax typesets it
+        page.evaluate("Reveal.slide(0, 0)")
+        too_full = []
+        for _ in range(slides):
+            page.wait_for_function("MathJax.Hub.queue.pending === 0", timeout=30_000)
+            fit = page.evaluate("(() => { const s = Reveal.getCurrentSlide(); return [s.scrollHeight, s.clientHeight, "
+                                "parseFloat(s.style.zoom || 1), Reveal.getIndices()]; })()")
+            if fit[0] > fit[1] * 1.01 or fit[2] < 0.6:
+                too_full.append(fit)
+            page.evaluate("Reveal.next()")
+        assert not too_full, f"slides that do not fit 1280 x 720 (scroll height, height, zoom, index): {too_full}"
         page.goto(deck.as_uri() + "?print-pdf")
         page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
         # reveal.js lays the print view out after it is ready (setupPDF awaits a frame, then appends one .pdf-page
