@@ -220,3 +220,16 @@ def test_the_topic_filter_asks_only_that_notebook_and_the_goal_ends_with_the_mis
     assert all(c.prompt in summary for c in m.missed) and m.missed
     with pytest.raises(ValueError, match="goal"):
         MockInterview(ProgressStore(tmp_path / "q.json"), seed=0, goal=7)
+
+
+def test_the_progress_chart_is_sharp_and_capped_in_height(tmp_path):
+    import struct
+
+    from qalib.practice.interview import CHART_HEIGHT, MockInterview
+    from qalib.practice.progress import ProgressStore
+
+    interview = MockInterview(ProgressStore(tmp_path / "p.json"), seed=0)
+    png = interview.chart.value
+    width, height = struct.unpack(">II", png[16:24])  # the PNG header's size
+    assert width == 2 * 72 * 10, "drawn at twice the pixels a 10-inch chart has at 72 dpi"
+    assert interview.chart.layout.max_height == f"{CHART_HEIGHT}px" and interview.chart.layout.object_fit == "contain"

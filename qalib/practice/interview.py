@@ -28,6 +28,7 @@ from qalib.practice.schedule import CardState, as_rating, interval_text, next_ca
 
 SESSION_GOALS = (5, 10, 20, 30)  # questions per session the student can aim for
 SPEAKING_SECONDS = (30, 60)      # the speaking timer's lengths: a short answer, then the longer one
+CHART_HEIGHT = 420               # px: the progress chart never takes more of the screen than this
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,9 @@ class MockInterview:
         self.next_button = W.Button(description="Next question")
         self.answer = W.Output()
         self.status = W.HTML()
-        self.chart = W.Image(format="png")
+        # drawn at twice the pixels it is shown at (sharp on any screen), shown at most CHART_HEIGHT high
+        self.chart = W.Image(format="png", layout=W.Layout(max_width="100%", max_height=f"{CHART_HEIGHT}px",
+                                                           object_fit="contain"))
         self.reveal_button.on_click(lambda _b: self.reveal())
         self.check_button.on_click(lambda _b: self.check())
         for rating, button in self.rating_buttons.items():
@@ -264,7 +267,7 @@ class MockInterview:
     def _chart_png(summary) -> bytes:
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(10, 0.3 * len(summary) + 1.6), dpi=72, layout="constrained")
+        fig = Figure(figsize=(10, 0.3 * len(summary) + 1.6), dpi=2 * 72, layout="constrained")
         plot_progress(fig.add_subplot(), summary)
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
