@@ -233,3 +233,17 @@ def test_the_progress_chart_is_sharp_and_capped_in_height(tmp_path):
     width, height = struct.unpack(">II", png[16:24])  # the PNG header's size
     assert width == 2 * 72 * 10, "drawn at twice the pixels a 10-inch chart has at 72 dpi"
     assert interview.chart.layout.max_height == f"{CHART_HEIGHT}px" and interview.chart.layout.object_fit == "contain"
+
+
+def test_every_card_can_show_the_section_that_answers_it():
+    """Voila serves no notebook but the interview's own, so the answer area folds in the section's text itself."""
+    from qalib.practice import quiz as Q
+    from qalib.practice.interview import MockInterview, pool
+
+    empty = [(c.notebook, c.section) for c in pool() if not Q.section_markdown(c.notebook, c.section)]
+    assert not empty, f"sections with no text to show: {empty[:5]}"
+    card = next(c for c in pool(["05_shared_qk"]) if c.question is None)
+    box = MockInterview.section_box(card)
+    assert box.startswith("<details><summary>Read the section: ") and f"]({card.link})" in box
+    long = Q.section_markdown("05_shared_qk", "Myth check", max_chars=200)
+    assert long.endswith("…") and len(long) < 1500

@@ -199,13 +199,23 @@ class MockInterview:
         typed = self.typed.value.strip()
         mine = f"**Your answer:** {html.escape(typed)}\n\n" if typed else ""
         ours = Q.revealed_answer(c.short, c.answer) if c.short else c.answer.strip()
-        text = f"{mine}**Our answer:** {ours}\n\n[→ {c.section} in {c.notebook}]({c.link})"
+        text = f"{mine}**Our answer:** {ours}\n\n{self.section_box(c)}"
         self._markdown(text)
         state = self.store.states().get(c.id, CardState())
         for rating, seconds in next_intervals(state, self.store.clock(), self.store.scheduler).items():
             self.rating_buttons[rating].description = f"{rating.name} · {interval_text(seconds)}"
         self._show(*self.rating_buttons.values())
         return text
+
+    @staticmethod
+    def section_box(c: Card) -> str:
+        """The section that answers a card, readable in place (folded), and its link: the link opens the notebook in
+        JupyterLab; Voila serves no other file, so the folded text is what works there."""
+        text = Q.section_markdown(c.notebook, c.section)
+        link = f"[→ {c.section} in {c.notebook}]({c.link})"
+        if not text:
+            return link
+        return f"<details><summary>Read the section: {html.escape(c.section)} ({html.escape(c.notebook)})</summary>\n\n{text}\n\n</details>\n\n{link}"
 
     def check(self) -> bool | None:
         """Grade a multiple-choice card from the chosen option and record it (right: Good, wrong: Again)."""
@@ -214,7 +224,7 @@ class MockInterview:
             self._markdown("Pick an answer first.")
             return None
         correct, feedback = Q.grade(q, self.options.value)
-        self._markdown(f"{feedback}\n\n[→ {self.current.section} in {self.current.notebook}]({self.current.link})")
+        self._markdown(f"{feedback}\n\n{self.section_box(self.current)}")
         self._record(quiz_rating(correct))
         self._show(self.next_button)
         return correct

@@ -139,6 +139,42 @@ def section_anchor(heading: str) -> str:
     return "#" + heading.strip().replace(" ", "-")
 
 
+SECTION_CHARS = 2500  # how much of a section the mock interview shows inline (whole paragraphs, then "…")
+
+
+def section_markdown(notebook: str, heading: str, max_chars: int = SECTION_CHARS) -> str | None:
+    """The markdown of a notebook's section: from the heading (## or ###, matched exactly) up to the next heading
+    of the same or a higher level, markdown cells only (no code, no outputs), cut at a paragraph boundary after
+    max_chars. None if the notebook has no such heading. Read from the file: nothing is executed."""
+    import json
+
+    from qalib.notebook.paths import NOTEBOOKS
+
+    path = NOTEBOOKS / f"{notebook}.ipynb"
+    if not path.is_file():
+        return None
+    lines = [line for cell in json.loads(path.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "markdown"
+             for line in ("".join(cell["source"]) + "\n").splitlines()]
+    level, kept = None, []
+    for line in lines:
+        m = re.match(r"^(#{1,6}) (.*)$", line)
+        if level is None:
+            if m and m.group(2).strip() == heading.strip() and len(m.group(1)) in (2, 3):
+                level = len(m.group(1))
+            continue
+        if m and len(m.group(1)) <= level:
+            break
+        kept.append(line)
+    if level is None:
+        return None
+    paras, text = [p.strip() for p in re.split(r"\n\s*\n", "\n".join(kept)) if p.strip()], ""
+    for p in paras:
+        if text and len(text) + len(p) > max_chars:
+            return text + "\n\n…"
+        text = f"{text}\n\n{p}" if text else p
+    return text
+
+
 def section_link(heading: str) -> str:
     """A markdown link back to the section that answers an entry."""
     return f"[→ {heading}]({section_anchor(heading)})"
