@@ -95,3 +95,11 @@ def test_a_real_anki_collection_imports_the_deck_and_updates_it_in_place(tmp_pat
         assert col.db.first("select type, due, ivl from cards where id = ?", cid) == scheduled  # kept
     finally:
         col.close()
+
+
+def test_core_questions_carry_the_core_tag():
+    from qalib.practice.interview import pool
+
+    cards = pool()
+    core = [c for c in cards if "qalib::core" in note_tags(c)]
+    assert core and all(c.core for c in core) and len(core) == sum(c.core for c in cards)

@@ -55,8 +55,10 @@ def note_guid(card: Card) -> str:
 
 
 def note_tags(card: Card) -> list[str]:
-    """The notebook's tag and the section's, nested under it (tags have no spaces)."""
-    return [f"qalib::{card.notebook}", f"qalib::{card.notebook}::{tag(card.section)}"]
+    """The notebook's tag and the section's, nested under it (tags have no spaces); a core question also carries
+    `qalib::core` (in Anki, a filtered deck on that tag is the night-before set)."""
+    tags = [f"qalib::{card.notebook}", f"qalib::{card.notebook}::{tag(card.section)}"]
+    return tags + (["qalib::core"] if card.core else [])
 
 
 def note_fields(card: Card) -> list[str]:
