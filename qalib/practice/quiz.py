@@ -21,6 +21,7 @@ from pathlib import Path
 import ipywidgets as W
 
 DRILLS = Path(__file__).parent / "drills"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"  # the collection (qalib.notebook is a layer above us)
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,6 @@ def section_markdown(notebook: str, heading: str, max_chars: int = SECTION_CHARS
     of the same or a higher level, markdown cells only (no code, no outputs), cut at a paragraph boundary after
     max_chars. None if the notebook has no such heading. Read from the file: nothing is executed."""
     import json
-
-    from qalib.notebook.paths import NOTEBOOKS
 
     path = NOTEBOOKS / f"{notebook}.ipynb"
     if not path.is_file():
