@@ -262,7 +262,11 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
     if reveal.count():
         interview.locator("textarea").fill("<b>my answer</b>")
         reveal.click()
-        interview.locator("button:visible", has_text="Good" if knew else "Again").click()  # FSRS's ratings
+        # the ratings show once the kernel has revealed the answer, each with its next interval ("Good · 10 min"):
+        # on a loaded machine that takes a while, and a student waits for them too
+        rating = interview.locator("button:visible", has_text="Good" if knew else "Again")  # FSRS's ratings
+        _wait(lambda: rating.count() > 0 and "\u00b7" in rating.first.inner_text(), 60, "the ratings")
+        rating.first.click()
     else:
         # The options of a new question arrive from the kernel after its Check button shows; on a loaded machine a
         # click can land on the radio group before it is redrawn, and the interview then asks to pick an answer
@@ -278,7 +282,7 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
                 break
         _wait(lambda: any(answered in t for t in _interview_status(page)), 30, "the answer to be recorded")
         interview.locator("button:visible", has_text="Next question").click()
-    _wait(lambda: any(answered in t for t in _interview_status(page)), 30, f"answer {n} to be recorded")
+    _wait(lambda: any(answered in t for t in _interview_status(page)), 60, f"answer {n} to be recorded")
 
 
 @pytest.mark.timeout(400)
