@@ -146,18 +146,18 @@ CATALOG = [
           "d, tokens, input kind and tied/separate",
           formula='$W_q=W_k=W \\Rightarrow S=XWW^{\\top}X^{\\top}=S^{\\top}\\succeq 0$',
           number='sharing would save d² = 0.59 M parameters per BERT-base layer (of about 7 M)',
-          longer_answer=("$S_{ii} = \\lVert q_i\\rVert^2$ while $S_{ij} = q_i\\cdot q_j \\le \\lVert q_i\\rVert\\,\\lVert q_j\\rVert$, "
-                         "so the diagonal loses only to a longer query pointing the same way: it is the usual row maximum, "
-                         "though how much of the softmax mass it takes depends on the scale of the scores. Symmetry is the "
-                         "deeper problem. Whatever raises \"$i$ attends to $i-1$\" raises \"$i-1$ attends to $i$\" by as much, so "
-                         "the back-over-forward margins telescope along a sequence, and rotary positions do not help: a "
-                         "shared, rotated score is still symmetric. Separate matrices give a general bilinear form "
-                         "$W_qW_k^\\top$ of rank at most $d_k$, which can be asymmetric and indefinite. Here, with rotary "
-                         "positions, a shared head never learns to look back at any budget: it needs 64 times the steps to "
-                         "solve a previous-token task by other means, and never solves a 2-back task that separate matrices "
-                         "learn in 150 steps. Every head of all-MiniLM-L6-v2 is far from symmetric. Reformer does share them: "
-                         "it masks attention to self, and its evidence that sharing costs nothing comes from autoregressive "
-                         "tasks, where the causal mask already supplies the direction.")),
+          longer_answer=(("$S_{ii} = \\lVert q_i\\rVert^2$ while $S_{ij} = q_i\\cdot q_j \\le \\lVert q_i\\rVert\\,\\lVert q_j\\rVert$, "
+                          "so the diagonal loses only to a longer query pointing the same way: it is the usual row maximum, "
+                          "though how much of the softmax mass it takes depends on the scale of the scores. Symmetry is the "
+                          "deeper problem. Whatever raises \"$i$ attends to $i-1$\" raises \"$i-1$ attends to $i$\" by as much, so "
+                          "the back-over-forward margins telescope along a sequence, and rotary positions do not help: a "
+                          "shared, rotated score is still symmetric. Separate matrices give a general bilinear form "
+                          "$W_qW_k^\\top$ of rank at most $d_k$, which can be asymmetric and indefinite. Here, with rotary "
+                          "positions, a shared head never learns to look back at any budget: only with 16 to 64 times the steps "
+                          "does it solve a previous-token task, by other means, and never solves a 2-back task that separate "
+                          "matrices learn in 150 steps. Every head of all-MiniLM-L6-v2 is far from symmetric. Reformer does "
+                          "share them: it masks attention to self, and its evidence that sharing costs nothing comes from "
+                          "autoregressive tasks, where the causal mask already supplies the direction."))),
     Entry("06_layernorm_vs_batchnorm.ipynb",
           "Why LayerNorm and not BatchNorm?",
           "Both normalise with a mean and a standard deviation, taken over different sets. BatchNorm pools each "
