@@ -149,6 +149,37 @@ def test_check_without_a_choice_asks_for_one_and_records_nothing(tmp_path):
     assert m.check() is None and m.store.states() == before
 
 
+def test_a_click_that_arrives_late_is_ignored_rather_than_recorded_twice(tmp_path):
+    """A double click, or a click queued while the kernel was busy, reaches the kernel after its button is hidden:
+    it must neither record the same question twice nor rate the next question unseen."""
+    m = MockInterview(ProgressStore(tmp_path / "p.json", scheduler=NO_FUZZ), seed=0)
+    while m.current.question is not None:
+        answer(m, True)
+    answered, rated = m.answered, m.current.id
+    with pytest.raises(ValueError, match="reveal the answer before rating it"):
+        m.grade("good")
+    m.rating_buttons[Rating.Good].click()                # hidden, but a stale click arrives: nothing happens
+    assert (m.answered, m.current.id, m.phase) == (answered, rated, "asked")
+    m.reveal()
+    m.rating_buttons[Rating.Good].click()
+    m.rating_buttons[Rating.Good].click()                # the second click of a double click
+    assert m.answered == answered + 1 and m.store.states()[rated].seen == 1
+    assert m.current.id not in m.store.states()          # the next question is on screen, unrated
+    while m.current.question is None:
+        answer(m, True)
+    quiz, answered = m.current.id, m.answered
+    m.options.value = m.current_question.answer
+    m.check_button.click()
+    m.check_button.click()                               # double click on Check
+    assert m.answered == answered + 1 and m.store.states()[quiz].seen == 1
+    with pytest.raises(ValueError, match="already checked"):
+        m.check()
+    m.next_button.click()
+    shown = m.current.id
+    m.next_button.click()                                # a second Next skips nothing either
+    assert m.phase == "asked" and m.current.id == shown != quiz
+
+
 def test_a_corrupt_file_is_reported_in_the_interview(tmp_path):
     path = tmp_path / "p.json"
     path.write_text("{broken")

@@ -89,6 +89,11 @@ class MockInterview:
         self.answered = 0  # answers given in this view
         self.missed: list[Card] = []  # this session's answers rated Again (or a wrong quiz answer), in order
         self.current_question: Q.Question | None = None  # the shuffled copy on screen
+        # Where the card on screen stands: "asked", "revealed" (a follow-up's answer is shown, a rating is due) or
+        # "checked" (a quiz answer is graded). A click reaches the kernel after the front end has hidden its button
+        # (a double click, a click queued behind a slow answer): it is ignored unless it belongs to this phase, so
+        # one question is never recorded twice, nor the next one rated unseen.
+        self.phase = "asked"
         names = sorted({c.notebook for c in self.cards})
         self.topic = W.Dropdown(options=[("all topics", "")] + [(n, n) for n in names], value="",
                                 description="next topic")
@@ -129,11 +134,11 @@ class MockInterview:
         # drawn at twice the pixels it is shown at (sharp on any screen), shown at most CHART_HEIGHT high
         self.chart = W.Image(format="png", layout=W.Layout(max_width="100%", max_height=f"{CHART_HEIGHT}px",
                                                            object_fit="contain"))
-        self.reveal_button.on_click(lambda _b: self.reveal())
-        self.check_button.on_click(lambda _b: self.check())
+        self.reveal_button.on_click(lambda _b: self._if_phase("asked", self.reveal))
+        self.check_button.on_click(lambda _b: self._if_phase("asked", self.check))
         for rating, button in self.rating_buttons.items():
-            button.on_click(lambda _b, rating=rating: self.grade(rating))
-        self.next_button.on_click(lambda _b: self.ask())
+            button.on_click(lambda _b, rating=rating: self._if_phase("revealed", self.grade, rating))
+        self.next_button.on_click(lambda _b: self._if_phase("checked", self.ask))
         # a new topic applies from the next question: asking at once would replace a question the student may be
         # answering, and a front end that echoes the value back on render would do so unasked
         self.buttons = W.HBox([self.reveal_button, self.check_button, *self.rating_buttons.values(),
@@ -145,6 +150,11 @@ class MockInterview:
         self.ask()
 
     # -- the flow --------------------------------------------------------------------------------------------
+    def _if_phase(self, phase: str, action: Callable, *args) -> None:
+        """A button's click: act only if the card on screen is in `phase` (see `self.phase`), else ignore it."""
+        if self.phase == phase:
+            action(*args)
+
     def _show(self, *buttons: W.Button) -> None:
         for b in (self.reveal_button, self.check_button, *self.rating_buttons.values(), self.next_button):
             b.layout.display = None if b in buttons else "none"
@@ -175,6 +185,7 @@ class MockInterview:
             self.options.layout.display = "none"
             self.typed.layout.display = None
             self._show(self.reveal_button)
+        self.phase = "asked"
         self._refresh(states)
         return c
 
@@ -204,6 +215,7 @@ class MockInterview:
         state = self.store.states().get(c.id, CardState())
         for rating, seconds in next_intervals(state, self.store.clock(), self.store.scheduler).items():
             self.rating_buttons[rating].description = f"{rating.name} · {interval_text(seconds)}"
+        self.phase = "revealed"
         self._show(*self.rating_buttons.values())
         return text
 
@@ -220,12 +232,15 @@ class MockInterview:
     def check(self) -> bool | None:
         """Grade a multiple-choice card from the chosen option and record it (right: Good, wrong: Again)."""
         q = self.current_question
+        if self.phase == "checked":
+            raise ValueError("this question is already checked: ask the next one")
         if self.options.value is None:
             self._markdown("Pick an answer first.")
             return None
         correct, feedback = Q.grade(q, self.options.value)
         self._markdown(f"{feedback}\n\n{self.section_box(self.current)}")
         self._record(quiz_rating(correct))
+        self.phase = "checked"
         self._show(self.next_button)
         return correct
 
@@ -233,6 +248,8 @@ class MockInterview:
         """The student's own rating of a follow-up (Again, Hard, Good, Easy); recorded, then the next question."""
         if self.current.question is not None:
             raise ValueError("a multiple-choice question is graded by check(), not rated by the student")
+        if self.phase != "revealed":
+            raise ValueError("reveal the answer before rating it")
         self._record(as_rating(rating))
         self.ask()
 

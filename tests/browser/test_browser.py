@@ -270,7 +270,9 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
     else:
         # The options of a new question arrive from the kernel after its Check button shows; on a loaded machine a
         # click can land on the radio group before it is redrawn, and the interview then asks to pick an answer
-        # first, as it should. A student picks again: so does the test, up to three times.
+        # first, as it should. A student picks again: so does the test, up to three times. (The "Pick an answer first"
+        # of a first try is still on screen while a second click travels, so a third click may follow a recorded
+        # answer: the interview ignores a click on a question already checked, as it must for a double click.)
         for _ in range(3):
             if not check.count():  # recorded meanwhile: the Check button gave way to Next question
                 break
