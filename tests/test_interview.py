@@ -266,7 +266,7 @@ def test_the_progress_chart_is_sharp_and_capped_in_height(tmp_path):
     assert interview.chart.layout.max_height == f"{CHART_HEIGHT}px" and interview.chart.layout.object_fit == "contain"
 
 
-def test_every_card_can_show_the_section_that_answers_it():
+def test_every_card_can_show_the_section_that_answers_it(tmp_path):
     """Voila serves no notebook but the interview's own, so the answer area folds in the section's text itself."""
     from qalib.practice import quiz as Q
     from qalib.practice.interview import MockInterview, pool
@@ -274,7 +274,14 @@ def test_every_card_can_show_the_section_that_answers_it():
     empty = [(c.notebook, c.section) for c in pool() if not Q.section_markdown(c.notebook, c.section)]
     assert not empty, f"sections with no text to show: {empty[:5]}"
     card = next(c for c in pool(["05_shared_qk"]) if c.question is None)
-    box = MockInterview.section_box(card)
+    in_lab = MockInterview(ProgressStore(tmp_path / "lab.json"), notebooks=["05_shared_qk"], seed=0, links=True)
+    box = in_lab.section_box(card)
     assert box.startswith("<details><summary>Read the section: ") and f"]({card.link})" in box
+    # under Voila a link would answer 403: the folded section stands alone, the notebook is named, not linked
+    in_voila = MockInterview(ProgressStore(tmp_path / "voila.json"), notebooks=["05_shared_qk"], seed=0, links=False)
+    box = in_voila.section_box(card)
+    assert box.startswith("<details><summary>Read the section: ") and ".ipynb" not in box
+    assert "<a " not in in_voila.header.value and "05_shared_qk" in in_voila.header.value
+    assert "<a href='05_shared_qk.ipynb" in in_lab.header.value
     long = Q.section_markdown("05_shared_qk", "Myth check", max_chars=200)
     assert long.endswith("…") and len(long) < 1500

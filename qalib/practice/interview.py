@@ -3,7 +3,8 @@
 A follow-up is answered aloud (or typed), then revealed and rated by the student: Again, Hard, Good or Easy, FSRS's
 four ratings. A quiz question is graded by its Check: right is rated Good, wrong Again. Every answer goes to the
 progress file (qalib.practice.progress), and FSRS (qalib.practice.schedule) decides when each question comes back and
-which comes next, across kernel restarts. Each card links back to the notebook section that answers it.
+which comes next, across kernel restarts. Each answer folds in the notebook section that argues it, and in JupyterLab
+links to it (Voila serves only the interview itself, so there the folded section stands alone).
 
     MockInterview()          # in notebooks/mock_interview.ipynb; `make interview` serves it with Voila
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import html
 import io
+import os
 import random
 from dataclasses import dataclass
 from typing import Callable
@@ -78,7 +80,11 @@ class MockInterview:
     """One question at a time. Buttons: Reveal, then Again / Hard / Good / Easy (follow-ups), or Check (quiz)."""
 
     def __init__(self, store: ProgressStore | None = None, notebooks: list[str] | None = None,
-                 seed: int | None = None, clock: Callable[[], float] | None = None, goal: int = 10) -> None:
+                 seed: int | None = None, clock: Callable[[], float] | None = None, goal: int = 10,
+                 links: bool | None = None) -> None:
+        # Links to the notebooks work in JupyterLab; Voila (`make interview`) answers them 403, serving no other file,
+        # so under Voila (which sets VOILA_BASE_URL in its kernels) a card names its notebook without a link.
+        self.links = "VOILA_BASE_URL" not in os.environ if links is None else links
         self.store = store if store is not None else ProgressStore()
         if clock is not None:
             self.store.clock = clock
@@ -166,8 +172,7 @@ class MockInterview:
         self.current = self.by_id[next_card(asked, states, self.store.clock(),
                                             lambda ids: self.rng.sample(ids, len(ids)), self.store.scheduler)]
         c = self.current
-        self.header.value = (f"<span style='color:#555'>from <a href='{html.escape(c.link)}' target='_blank'>"
-                             f"{html.escape(c.notebook)}</a> · "
+        self.header.value = (f"<span style='color:#555'>from {self._notebook_html(c)} · "
                              f"{html.escape(card_status(states.get(c.id, CardState())))}</span>")
         self.prompt.value = f"<b>{c.prompt}</b>"
         self.typed.value = ""
@@ -219,15 +224,20 @@ class MockInterview:
         self._show(*self.rating_buttons.values())
         return text
 
-    @staticmethod
-    def section_box(c: Card) -> str:
-        """The section that answers a card, readable in place (folded), and its link: the link opens the notebook in
-        JupyterLab; Voila serves no other file, so the folded text is what works there."""
+    def _notebook_html(self, c: Card) -> str:
+        """The card's notebook: a link to its section where links work (JupyterLab), else its name."""
+        if not self.links:
+            return html.escape(c.notebook)
+        return f"<a href='{html.escape(c.link)}' target='_blank'>{html.escape(c.notebook)}</a>"
+
+    def section_box(self, c: Card) -> str:
+        """The section that answers a card, readable in place (folded), and, where links work, its link."""
         text = Q.section_markdown(c.notebook, c.section)
-        link = f"[→ {c.section} in {c.notebook}]({c.link})"
+        link = f"[→ {c.section} in {c.notebook}]({c.link})" if self.links else ""
         if not text:
-            return link
-        return f"<details><summary>Read the section: {html.escape(c.section)} ({html.escape(c.notebook)})</summary>\n\n{text}\n\n</details>\n\n{link}"
+            return link or f"(section {html.escape(c.section)} of {html.escape(c.notebook)})"
+        return (f"<details><summary>Read the section: {html.escape(c.section)} ({html.escape(c.notebook)})</summary>"
+                f"\n\n{text}\n\n</details>\n\n{link}")
 
     def check(self) -> bool | None:
         """Grade a multiple-choice card from the chosen option and record it (right: Good, wrong: Again)."""
@@ -264,8 +274,8 @@ class MockInterview:
 
     def session_summary(self) -> str:
         """HTML: the goal reached, and the questions missed in this session with a link to each section."""
-        missed = "".join(f"<li>{c.prompt} <a href='{html.escape(c.link)}' target='_blank'>({html.escape(c.notebook)})"
-                         f"</a></li>" for c in dict.fromkeys(self.missed))
+        missed = "".join(f"<li>{c.prompt} ({self._notebook_html(c)}: {html.escape(c.section)})</li>"
+                         for c in dict.fromkeys(self.missed))
         return (f"<div style='border-left: 3px solid #1b9e77; padding-left: 0.6em'><b>Session goal reached: "
                 f"{self.answered} questions.</b> "
                 + (f"Missed, and coming back first next time:<ol>{missed}</ol>" if missed else "Nothing missed.")

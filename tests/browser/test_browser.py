@@ -337,6 +337,8 @@ def test_mock_interview_in_voila_records_answers_and_shows_no_code(browser):
             for n in (1, 2):
                 _answer_one(page, interview, n, knew=n == 2)
             assert interview.locator("b", has_text="my answer").count() == 0, "typed text was rendered as HTML"
+            # Voila serves no notebook but this one: no link that would answer 403, the section is folded in instead
+            assert interview.locator("a[href*='.ipynb']").count() == 0, "a link Voila cannot serve"
             _wait(lambda: progress.is_file(), 10, "the progress file")
             assert len(json.loads(progress.read_text())["cards"]) == 2, "two answers, two cards"
             page.screenshot(path=str(SCREENSHOTS / "mock-interview-voila.png"))
