@@ -50,10 +50,13 @@ ONLY ?=
 bench: setup
 	$(PY) -m qalib.tools.bench $(if $(ONLY),--only $(ONLY))
 
-# Presenter view for class: demos and figures without the code, large type. NB=01_scaled_attention
+# Presenter view for class (qalib.tools.present): the notebook as a lecture, without its code, check lines, live
+# training runs (the reference runs stand for them), drill or references; talk-size type, a bar of section links
+# (keys n / p), each cell shown as it runs. NB=01_scaled_attention
 NB ?= 01_scaled_attention
 present: setup
-	QALIB_STYLE=talk $(VENV)/bin/voila notebooks/$(NB).ipynb --strip_sources=True
+	$(PY) -m qalib.tools.present $(NB) --out build/present
+	QALIB_STYLE=talk $(VENV)/bin/voila build/present/$(NB).ipynb --strip_sources=True --progressive_rendering=True
 
 # reveal.js decks, offline: slides/<notebook>.html (NB=01_scaled_attention for one; default all topic notebooks).
 slides: setup

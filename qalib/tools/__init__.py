@@ -9,6 +9,7 @@
                     per claim (pass rate, worst margin in units of its spread, failed runs)
     testing      -- for the tests and the benchmark: finite results, values to sweep a control over
     any_bert, cheatsheet, slides -- a notebook's claims on any BERT checkpoint; the cheat sheet; reveal.js decks
+    present      -- `make present`: a topic notebook as a lecture for Voila (no live runs, checks, drill or references)
     core_sheet   -- the drills' core questions with their short answers on one printed page (`make cheatsheet`)
     anki_deck    -- `make anki`: every drill question as an Anki deck (stable note ids: re-importing updates them)
     anki_html    -- a drill's markdown as an Anki field: $...$ to Anki's MathJax \\( \\), the rest HTML-escaped

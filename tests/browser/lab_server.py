@@ -31,15 +31,20 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def server(kind: str, notebook: str | None = None, timeout: float = 60.0):
-    """Yield (base_url, token, served folder) of a running `jupyter lab` or `voila NOTEBOOK` bound to 127.0.0.1.
+    """Yield (base_url, token, served folder) of a running `jupyter lab`, `voila NOTEBOOK` or, for kind "present",
+    what `make present NB=<notebook stem>` serves (the lecture notebook, rendered as it runs), bound to 127.0.0.1.
     The folder holds a copy of notebooks/: what the browser saves lands there."""
     # Serve a copy: JupyterLab autosaves, and the browser test must never write outputs into the repository.
     workdir = Path(tempfile.mkdtemp(prefix="qalib-browser-"))
     shutil.copytree(ROOT / "notebooks", workdir / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     token = secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
-    if kind == "voila":
+    if kind in ("voila", "present"):
         env["QALIB_STYLE"] = "talk"  # what `make present` sets: large type for the back of the room
+    if kind == "present":
+        from qalib.tools.present import write
+
+        notebook = write(notebook, workdir / "notebooks" / "lecture").relative_to(workdir / "notebooks")
     log = open(ROOT / "artifacts" / f"{kind}-server.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
     # free_port() only says the port was free a moment ago: a kernel of a test running beside this one can bind it
     # (kernels listen on random TCP ports) before the server does. With port_retries=0 the server then exits instead
@@ -71,8 +76,10 @@ def _server_command(kind: str, notebook: str | None, workdir: Path, port: int, t
         return [str(bin_dir / "jupyter"), "lab", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={workdir}",
                 "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                 f"--port={port}", "--ServerApp.port_retries=0", "--no-browser", f"--ServerApp.token={token}"]
-    return [str(bin_dir / "voila"), str(workdir / "notebooks" / notebook), "--Voila.ip=127.0.0.1", f"--Voila.port={port}",
-            "--Voila.port_retries=0", "--no-browser", "--ServerApp.allow_root=True", f"--ServerApp.token={token}"]
+    rendering = ["--progressive_rendering=True"] if kind == "present" else []  # as `make present` serves it
+    return [str(bin_dir / "voila"), str(workdir / "notebooks" / notebook), *rendering, "--Voila.ip=127.0.0.1",
+            f"--Voila.port={port}", "--Voila.port_retries=0", "--no-browser", "--ServerApp.allow_root=True",
+            f"--ServerApp.token={token}"]
 
 
 def _wait_until_ready(proc: subprocess.Popen, kind: str, port: int, token: str, timeout: float) -> bool:
@@ -97,9 +104,9 @@ def _answers(kind: str, port: int, token: str) -> bool:
            else f"http://127.0.0.1:{port}/qalib-readiness-probe")
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200 or kind == "voila"
+            return r.status == 200 or kind != "lab"
     except urllib.error.HTTPError:
-        return kind == "voila"
+        return kind != "lab"
     except (OSError, http.client.HTTPException):
         return False
 

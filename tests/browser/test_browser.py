@@ -178,21 +178,51 @@ def test_notebook_runs_and_every_demo_responds(browser, lab, name):
 
 
 @pytest.mark.timeout(300)
-def test_presenter_view_hides_code_and_controls_work(browser):
-    topic = [n for n in NOTEBOOKS if is_topic(Path(n))]
-    name = topic[0] if topic else NOTEBOOKS[0]
-    with server("voila", notebook=name) as (url, token, _):
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def test_presenter_view_opens_at_once_as_a_lecture_and_its_controls_work(browser):
+    """`make present`: the lecture (qalib.tools.present) in Voila shows its first demo within seconds, with no code,
+    check line or printed log in sight; the section bar moves between sections; a demo redraws."""
+    topic = next(Path(n).stem for n in NOTEBOOKS if is_topic(Path(n)))
+    with server("present", notebook=topic) as (url, token, _):
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
         try:
-            page.goto(f"{url}/?token={token}", timeout=240_000)
+            start = time.time()
+            page.goto(f"{url}/?token={token}", timeout=240_000, wait_until="commit")
             page.wait_for_selector(".qalib-demo img", timeout=240_000)
+            first_demo = time.time() - start
+            # 6-11 s here on 2 cores with other work running; the bound is loose for a loaded CI machine
+            assert first_demo < 30, f"the first demo took {first_demo:.0f} s to show"
+            page.wait_for_selector("text=Myth check", timeout=240_000)
+            outputs, still = [-1], [0]  # rendered as it runs: done once the outputs stop coming for 3 s
+
+            def settled() -> bool:
+                n = page.locator(".jp-OutputArea-output").count()
+                still[0] = still[0] + 1 if n == outputs[0] else 0
+                outputs[0] = n
+                return still[0] >= 12
+            _wait(settled, 120, "the lecture to finish rendering")
             assert page.locator(".jp-InputArea-editor:visible").count() == 0, "the presenter view shows code"
+            assert page.locator(".qalib-claim").count() > 0 and page.locator(".qalib-claim:visible").count() == 0
+            assert page.locator("[data-mime-type='application/vnd.jupyter.stdout']:visible").count() == 0
+            assert page.locator("text=Interview drill").count() == 0 and page.locator("h2", has_text="References").count() == 0
+            size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.jp-RenderedHTMLCommon p')).fontSize)")
+            assert size >= 20, f"prose at {size} px is not talk size"
+            links = page.locator("#qalib-sections a")
+            assert links.count() >= 4, links.all_inner_texts()
+            tops = "Array.from(document.querySelectorAll('.jp-RenderedHTMLCommon h2')).map(h => h.getBoundingClientRect().top)"
+            links.nth(3).click()
+            _wait(lambda: abs(page.evaluate(tops)[3]) < 120, 10, "the section link to scroll to its section")
+            page.keyboard.press("p")
+            _wait(lambda: abs(page.evaluate(tops)[2]) < 120, 10, "the p key to go back one section")
             demo = page.locator(".qalib-demo").first
+            demo.scroll_into_view_if_needed()
             _wait(lambda: bool(_image_src(demo)), 30, "the demo figure")
             before = _image_src(demo)
             _move_control(page, demo)
             _wait(lambda: _image_src(demo) != before, 60, "the presenter demo to redraw")
-            page.screenshot(path=str(SCREENSHOTS / f"presenter-{Path(name).stem}.png"))
+            assert not page.locator("[data-mime-type='application/vnd.jupyter.error']").count(), "an error in the lecture"
+            page.locator("#qalib-sections a").nth(1).click()
+            page.screenshot(path=str(SCREENSHOTS / f"presenter-{topic}.png"))
+            print(f"presenter view of {topic}: first demo after {first_demo:.1f} s")
         finally:
             page.close()
 
