@@ -1,6 +1,6 @@
 """`make slides`: one self-contained reveal.js deck per notebook, for teaching from slides.
 
-    python -m qalib.tools.slides [01_scaled_attention ...] [--out slides]   # build (executes each notebook)
+    python -m qalib.tools.slides [01_scaled_attention ...] [--out slides]   # build (executes each notebook), measure
     python -m qalib.tools.slides --mark [01_scaled_attention ...]           # (re)write the cells' slide metadata
 
 Slide boundaries are the cells' own `slideshow.slide_type` metadata, which the notebooks carry (`--mark` sets it
@@ -14,6 +14,9 @@ skipped). Building then turns the executed notebook into a deck:
   figure under the same heading continues on a vertical sub-slide, so no slide needs scrolling for its figures;
 - a cell's ✓ / ≡ / ❝ lines become one badge ("✓ 3 measured · ≡ 1 derived"), their full text in the notes;
 - the drill's follow-ups become sub-slides: the question, then the answer on the next click (a fragment).
+The build then shows every slide of every deck in headless Chromium at 1280 x 720, after MathJax: a slide that runs
+over is zoomed out to fit by the deck itself (never below 0.6), and the build fails naming any slide that still does
+not fit.
 reveal.js comes from the files the sphinx-revealjs package bundles and MathJax from jupyter-server-mathjax, both
 copied next to the decks: nothing is fetched from a network.
 """
@@ -271,6 +274,63 @@ def exporter() -> SlidesExporter:
                           exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
 
 
+# -- measuring a built deck ---------------------------------------------------------------------------------------
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's, which `make setup` installs where it can
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+MIN_ZOOM = 0.6  # the deck zooms a full slide out to fit, never below this (offline_slides.html.j2)
+
+
+def overflowing_slides(deck: Path, page) -> list[str]:
+    """Every slide of a built deck shown in `page` (a Playwright page at 1280 x 720), after MathJax has typeset it:
+    the slides whose content still runs past the slide's height, or fits only below MIN_ZOOM, as readable lines."""
+    page.goto(deck.resolve().as_uri())
+    page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+    page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0", timeout=60_000)
+    total = page.evaluate("Reveal.getTotalSlides()")
+    page.evaluate("Reveal.slide(0, 0)")
+    bad = []
+    for _ in range(total):
+        page.wait_for_function("MathJax.Hub.queue.pending === 0", timeout=30_000)
+        height, room, zoom, where, title = page.evaluate(
+            "(() => { const s = Reveal.getCurrentSlide(); const h = s.querySelector('h1, h2, h3, h4');"
+            " return [s.scrollHeight, s.clientHeight, parseFloat(s.style.zoom || 1), Reveal.getIndices(),"
+            " h ? h.textContent.trim().slice(0, 60) : '']; })()")
+        if height > room * 1.01 or zoom < MIN_ZOOM:
+            bad.append(f"slide {where['h']}.{where.get('v', 0)} '{title}': {height} px of content on {room} px "
+                       f"at zoom {zoom:.2f}")
+        page.evaluate("Reveal.next()")
+    return bad
+
+
+def measure(decks: list[Path]) -> dict[str, list[str]]:
+    """Each deck's overflowing slides ({deck name: lines}), measured in headless Chromium at WIDTH x HEIGHT."""
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.exists():
+        raise FileNotFoundError(f"measuring the slides needs Chromium at {CHROMIUM} (`make setup` installs it as root)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+            return {deck.name: overflowing_slides(deck, page) for deck in decks}
+        finally:
+            browser.close()
+
+
+def write_deck(nb, stem: str, out_dir: Path) -> Path:
+    """The executed notebook `nb` as out_dir/<stem>.html, with reveal.js and MathJax beside it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / REVEAL_DIR / "dist" / "reveal.js").exists():
+        shutil.copytree(reveal_source(), out_dir / REVEAL_DIR, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("*.map", "*.esm.js"))
+    copy_mathjax(out_dir / "mathjax")
+    body, _ = exporter().from_notebook_node(deck_notebook(nb, stem))
+    target = out_dir / f"{stem}.html"
+    target.write_text(body, encoding="utf-8")
+    return target
+
+
 def build(stems: list[str] | None, out_dir: Path) -> list[Path]:
     paths = [p for p in collection_paths() if not p.name.startswith("00_")]
     if stems:
@@ -278,19 +338,11 @@ def build(stems: list[str] | None, out_dir: Path) -> list[Path]:
         if unknown:
             raise ValueError(f"no topic notebook named {unknown}; choose from {[p.stem for p in paths]}")
         paths = [p for p in paths if p.stem in stems]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not (out_dir / REVEAL_DIR / "dist" / "reveal.js").exists():
-        shutil.copytree(reveal_source(), out_dir / REVEAL_DIR, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("*.map", "*.esm.js"))
-    copy_mathjax(out_dir / "mathjax")
     written = []
     for path in paths:
         nb, seconds = execute(path, timeout=600, store_widget_state=True)
-        body, _ = exporter().from_notebook_node(deck_notebook(nb, path.stem))
-        target = out_dir / f"{path.stem}.html"
-        target.write_text(body, encoding="utf-8")
-        written.append(target)
-        print(f"  {target.name}  ({seconds:.1f} s to run the notebook)", flush=True)
+        written.append(write_deck(nb, path.stem, out_dir))
+        print(f"  {written[-1].name}  ({seconds:.1f} s to run the notebook)", flush=True)
     return written
 
 
@@ -307,10 +359,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         written = build(args.notebooks or None, args.out)
+        too_full = {deck: lines for deck, lines in measure(written).items() if lines}
     except (FileNotFoundError, ValueError) as err:
         print(f"slides: {err}", file=sys.stderr)
         return 1
-    print(f"wrote {len(written)} decks to {args.out} (open one in a browser; S shows the speaker notes)")
+    if too_full:
+        print("slides: these slides do not fit 1280 x 720, even zoomed out to "
+              f"{MIN_ZOOM}:\n" + "\n".join(f"  {deck}: {line}" for deck, lines in too_full.items() for line in lines),
+              file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} decks to {args.out}, every slide measured to fit 1280 x 720 "
+          "(open one in a browser; S shows the speaker notes)")
     return 0
 
 

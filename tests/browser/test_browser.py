@@ -296,6 +296,11 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
         # on a loaded machine that takes a while, and a student waits for them too
         rating = interview.locator("button:visible", has_text="Good" if knew else "Again")  # FSRS's ratings
         _wait(lambda: rating.count() > 0 and "\u00b7" in rating.first.inner_text(), 60, "the ratings")
+        # the section that argues the answer opens in place (a link to the notebook would not work under Voila)
+        section = interview.locator("details", has=page.locator("summary", has_text="Read the section"))
+        _wait(lambda: section.count() > 0, 30, "the section to fold in")
+        section.locator("summary").first.click()
+        _wait(lambda: len(section.first.inner_text()) > 200, 10, "the section's text to open")
         rating.first.click()
     else:
         # The options of a new question arrive from the kernel after its Check button shows; on a loaded machine a
