@@ -101,11 +101,13 @@ class MockInterview:
         # one question is never recorded twice, nor the next one rated unseen.
         self.phase = "asked"
         names = sorted({c.notebook for c in self.cards})
+        labels = {"description_width": "initial"}  # the whole label, never cut to "session g..."
         self.topic = W.Dropdown(options=[("all topics", "")] + [(n, n) for n in names], value="",
-                                description="next topic")
+                                description="next topic", style=labels, layout=W.Layout(width="22em"))
         if goal not in SESSION_GOALS:
             raise ValueError(f"goal must be one of {SESSION_GOALS} questions, got {goal!r}")
-        self.goal = W.Dropdown(options=list(SESSION_GOALS), value=goal, description="session goal")
+        self.goal = W.Dropdown(options=list(SESSION_GOALS), value=goal, description="session goal", style=labels,
+                               layout=W.Layout(width="12em"))
         self.core_only = W.Checkbox(value=False, description="core questions only", indent=False,
                                     tooltip="the drills' core set: the questions to know cold the night before")
         # The speaking timer runs in the browser (Play ticks once a second, linked to the bar there), so it keeps

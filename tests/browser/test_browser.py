@@ -376,6 +376,9 @@ def test_mock_interview_in_voila_records_answers_and_shows_no_code(browser):
             assert interview.locator("a[href*='.ipynb']").count() == 0, "a link Voila cannot serve"
             _wait(lambda: progress.is_file(), 10, "the progress file")
             assert len(json.loads(progress.read_text())["cards"]) == 2, "two answers, two cards"
+            # the next question is on screen (its Reveal or Check button), not the moment between two questions
+            _wait(lambda: interview.locator("button:visible", has_text=re.compile("Reveal answer|Check")).count() > 0,
+                  30, "the next question")
             page.screenshot(path=str(SCREENSHOTS / "mock-interview-voila.png"))
         finally:
             page.close()
