@@ -78,6 +78,24 @@ def test_attention_sweep_shapes():
     assert r["none"]["entropy"][1] < r["none"]["entropy"][0]
 
 
+def test_additive_scores_stay_bounded_while_dot_products_grow():
+    r = sa.additive_vs_dot(d_ks=(4, 256), n_queries=64, seed=1)
+    assert r["dot"][1] / r["dot"][0] == pytest.approx(8, rel=0.2)           # sqrt(256 / 4)
+    assert np.allclose(r["scaled"], 1, atol=0.2)
+    assert (r["additive_max"] <= r["bound"]).all() and r["bound"][0] == r["bound"][1]  # one v for every d_k
+    with pytest.raises(ValueError, match="d_a"):
+        sa.additive_vs_dot(d_a=0)
+
+
+def test_a_layernorm_after_a_saturated_softmax_gets_no_gradient_to_the_scores_either():
+    r = sa.layernorm_after_saturation(scales=(1.0, 100.0), seed=2)
+    assert r["grad_plain"][0] > 1e-2 and r["grad_ln"][0] > 1e-2
+    assert r["grad_plain"][1] < 1e-8 and r["grad_ln"][1] < 1e-8
+    assert r["max_prob"][1] > 0.999 and r["ln_gap"][1] < 1e-6
+    with pytest.raises(ValueError, match="n_keys"):
+        sa.layernorm_after_saturation(n_keys=1)
+
+
 def test_ce_vs_mse_closed_forms():
     r = sa.ce_vs_mse((10.0, 20.0))
     np.testing.assert_allclose(r["grad_ce"], math.sqrt(2), rtol=1e-3)

@@ -129,6 +129,59 @@ def attention_sweep(d_ks=(4, 16, 64, 256, 1024), scalings=SCALINGS, n_queries: i
     return out
 
 
+def additive_vs_dot(d_ks=(4, 16, 64, 256, 1024), d_a: int = 64, n_queries: int = 256, n_keys: int = 16,
+                    seed: int = 0) -> dict:
+    """Score standard deviation against d_k for unit-variance q, k: the dot product unscaled and scaled by
+    1/sqrt(d_k), and additive scores v . tanh(W_q q + W_k k) (Bahdanau et al.) with W ~ N(0, 1/d_k) (so each
+    pre-activation has unit variance) and one v ~ N(0, 1/d_a) for every d_k. |additive score| <= ||v||_1 at any d_k."""
+    d_a = int_in("d_a", d_a, 1, 4096)
+    n_queries = int_in("n_queries", n_queries, 1, 4096)
+    n_keys = int_in("n_keys", n_keys, 1, 1024)
+    out = {"d_k": np.array(d_ks), "dot": [], "scaled": [], "additive": [], "additive_max": [], "bound": []}
+    v = torch.randn(d_a, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / math.sqrt(d_a)
+    for d_k in d_ks:
+        d_k = int_in("d_ks", d_k, 1, 4096)
+        g = torch.Generator().manual_seed(seed + 1)
+        q = torch.randn(n_queries, d_k, generator=g, dtype=torch.float64)
+        k = torch.randn(n_keys, d_k, generator=g, dtype=torch.float64)
+        w_q, w_k = (torch.randn(d_k, d_a, generator=g, dtype=torch.float64) / math.sqrt(d_k) for _ in range(2))
+        dot = q @ k.T                                                        # (queries, keys)
+        additive = torch.tanh((q @ w_q)[:, None, :] + (k @ w_k)[None, :, :]) @ v  # (queries, keys, d_a) -> (queries, keys)
+        out["dot"].append(float(dot.std()))
+        out["scaled"].append(float((dot / math.sqrt(d_k)).std()))
+        out["additive"].append(float(additive.std()))
+        out["additive_max"].append(float(additive.abs().max()))
+        out["bound"].append(float(v.abs().sum()))
+    return {k: (np.array(v) if isinstance(v, list) else v) for k, v in out.items()}
+
+
+def layernorm_after_saturation(scales=(1.0, 10.0, 100.0), n_keys: int = 16, d: int = 64, seed: int = 0) -> dict:
+    """Attention out = softmax(a z) V for one query, then a LayerNorm (no learned gain) on it. z: random scores
+    divided by the gap between the best and the second-best, so that at scale a the best key leads by exactly a;
+    V: (n_keys, d). For each scale a: the gradient norm with respect to z of <g, out> and of <g, LN(out)> for a
+    random upstream g, and how far LN(out) is from LN of the single value row the softmax picked."""
+    n_keys = int_in("n_keys", n_keys, 2, 1024)
+    d = int_in("d", d, 2, 4096)
+    g = torch.Generator().manual_seed(seed)
+    z0 = torch.randn(n_keys, generator=g, dtype=torch.float64)
+    top2 = z0.topk(2).values
+    z0 = z0 / (top2[0] - top2[1])  # the best key leads the runner-up by 1 (a tie has probability 0)
+    values = torch.randn(n_keys, d, generator=g, dtype=torch.float64)
+    upstream = torch.randn(d, generator=g, dtype=torch.float64)
+    norm = lambda x: torch.nn.functional.layer_norm(x, (d,))  # noqa: E731
+    out = {"scale": np.array(scales, dtype=float), "grad_plain": [], "grad_ln": [], "ln_gap": [], "max_prob": []}
+    for a in scales:
+        a = float_in("scales", a, 0)
+        for key, head in (("grad_plain", lambda o: o), ("grad_ln", norm)):
+            z = z0.clone().requires_grad_(True)
+            (head(torch.softmax(a * z, 0) @ values) @ upstream).backward()
+            out[key].append(float(z.grad.norm()))
+        p = torch.softmax(a * z0, 0)
+        out["max_prob"].append(float(p.max()))
+        out["ln_gap"].append(float((norm(p @ values) - norm(values[p.argmax()])).abs().max()))
+    return {k: (np.array(v) if isinstance(v, list) else v) for k, v in out.items()}
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Softmax + cross-entropy does not saturate; softmax + squared error does
 # ---------------------------------------------------------------------------------------------
