@@ -96,6 +96,18 @@ def test_a_layernorm_after_a_saturated_softmax_gets_no_gradient_to_the_scores_ei
         sa.layernorm_after_saturation(n_keys=1)
 
 
+def test_component_dependence_compares_with_a_shuffled_baseline():
+    torch.manual_seed(0)
+    model = MiniBert(MiniBertConfig(vocab_size=40, d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=64)).eval()
+    enc = {"input_ids": torch.randint(5, 40, (1, 60)), "attention_mask": torch.ones(1, 60, dtype=torch.long)}
+    r = sa.component_dependence(model, enc, seed=1)
+    assert r["corr"].shape == r["corr_shuffled"].shape == (2,) and r["n_tokens"] == 60
+    assert (r["corr_shuffled"] > 0).all() and (r["corr_shuffled"] < 0.3).all()
+    enc["attention_mask"][0, -1] = 0
+    with pytest.raises(ValueError, match="unpadded"):
+        sa.component_dependence(model, enc)
+
+
 def test_ce_vs_mse_closed_forms():
     r = sa.ce_vs_mse((10.0, 20.0))
     np.testing.assert_allclose(r["grad_ce"], math.sqrt(2), rtol=1e-3)

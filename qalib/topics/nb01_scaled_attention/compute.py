@@ -235,6 +235,30 @@ def real_score_stats(model, enc: dict) -> dict:
             "n_tokens": int(enc["input_ids"].shape[1])}
 
 
+@torch.no_grad()
+def component_dependence(model, enc: dict, seed: int = 0) -> dict:
+    """How far a trained model's query components are from the footnote's "independent, mean 0, variance 1", per
+    layer: the mean |correlation| between two components of one head's q over the input's tokens, the same after
+    shuffling each component's values over the tokens on its own (what independence with these marginals would give
+    at this many tokens), the mean |mean| / std of a component, and the mean component variance."""
+    if enc["attention_mask"].min() < 1:
+        raise ValueError("enc must be one unpadded input (padding tokens would enter the statistics)")
+    internals = model(**enc, return_internals=True).internals
+    g = torch.Generator().manual_seed(seed)
+    out = {"corr": [], "corr_shuffled": [], "mean_over_std": [], "variance": []}
+    for i in range(model.cfg.n_layers):
+        q = internals[f"layer{i}.q"][0].double()                      # (H, T, d_head)
+        H, T, d = q.shape
+        shuffled = torch.stack([q[h, torch.randperm(T, generator=g), j] for h in range(H) for j in range(d)])
+        shuffled = shuffled.reshape(H, d, T).transpose(1, 2)         # (H, d, T) -> (H, T, d_head)
+        off = ~torch.eye(d, dtype=torch.bool)
+        for key, x in (("corr", q), ("corr_shuffled", shuffled)):
+            out[key].append(float(torch.stack([torch.corrcoef(x[h].T)[off].abs().mean() for h in range(H)]).mean()))
+        out["mean_over_std"].append(float((q.mean(1).abs() / q.std(1)).mean()))
+        out["variance"].append(float(q.var(1).mean()))
+    return {k: np.array(v) for k, v in out.items()} | {"n_tokens": int(enc["input_ids"].shape[1])}
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots
 # ---------------------------------------------------------------------------------------------
