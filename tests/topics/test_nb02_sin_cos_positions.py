@@ -203,3 +203,17 @@ def test_the_stored_reference_reads_per_rung():
     v = E.reference_view(load("02_sin_cos_positions", "positions"))
     assert set(v["live"]) == set(E.REFERENCE_VARIANTS) and set(v["BERT's init"]) == {"learned", "sinusoidal", "none"}
     assert v["16x"]["sinusoidal"]["unseen"].shape == (10,) and "unseen" not in v["16x"]["learned"]
+
+
+def test_position_criteria_separate_a_table_that_depends_on_more_than_the_offset():
+    g = torch.Generator().manual_seed(0)
+    random_rows = torch.randn(64, 16, generator=g)
+    crit = {c.scheme: c for c in T.position_criteria(random_rows, d_rotary=8, seed=1)}
+    assert crit["sinusoid"].offset_explained > 1 - 1e-9 and crit["rotary (relative)"].offset_explained > 1 - 1e-9
+    assert crit["learned table"].offset_explained < 0.2 and crit["learned table"].positions == 64
+    assert crit["sinusoid"].positions is None and crit["sinusoid"].nearest_over_norm > 0
+    assert T.offset_explained(sinusoidal(32, 8) @ sinusoidal(32, 8).T) > 1 - 1e-9
+    with pytest.raises(ValueError, match="even"):
+        T.position_criteria(random_rows, d_rotary=7)
+    with pytest.raises(ValueError, match="table"):
+        T.position_criteria(torch.zeros(2, 4))

@@ -10,13 +10,15 @@ from __future__ import annotations
 import functools
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.ticker
 import numpy as np
 import torch
 
-from qalib.nn.positions import frequencies, interleaved_to_concat, offset_matrix, sinusoidal, sinusoidal_concat
+from qalib.nn.positions import (Rotary, frequencies, interleaved_to_concat, offset_matrix, sinusoidal,
+                                sinusoidal_concat)
 from qalib.nn.validate import int_in, sinusoid_base, sinusoid_width
 from qalib.notebook.drawing import LiveTickLabels, Update, live, live_title, log_ticks, power_of_two_window
 
@@ -201,6 +203,54 @@ def layout_check(n_positions: int = 128, d_model: int = 64, base: float = 10000.
 # ---------------------------------------------------------------------------------------------
 # 6. A real model's learned table, next to the sinusoid
 # ---------------------------------------------------------------------------------------------
+def offset_explained(scores: torch.Tensor) -> float:
+    """The share of a (T, T) position-position matrix's off-diagonal variance that its offset j - i alone explains
+    (1: it depends on the offset only). Signed offsets: i before j and i after j are kept apart."""
+    t = scores.shape[0]
+    offsets = torch.arange(t)[None, :] - torch.arange(t)[:, None]          # (T, T): j - i
+    means = torch.stack([scores.diagonal(k).mean() for k in range(-(t - 1), t)])  # one mean per offset
+    off = offsets != 0
+    return 1 - float((scores - means[offsets + t - 1])[off].var() / scores[off].var())
+
+
+@dataclass(frozen=True)
+class PositionCriteria:
+    """Three schemes against the requirements guides list for a position encoding (see position_criteria)."""
+    scheme: str
+    nearest_over_norm: float   # the closest two positions' distance, over the median vector norm (0: two positions collide)
+    offset_explained: float    # share of the position-position scores explained by the offset alone (1: offset only)
+    norm_range: tuple[float, float]  # smallest and largest vector norm over the positions it has (bounded?)
+    positions: int | None      # how many positions it is defined for (None: any)
+
+
+def position_criteria(table: torch.Tensor, d_rotary: int = 64, seed: int = 0) -> list[PositionCriteria]:
+    """A learned (T, d) table, the sinusoid of the same shape, and rotary positions (d_rotary wide, one random q and
+    k rotated to every position) against: unique vectors, scores that depend on the offset only, bounded norms, and
+    how many positions each defines. For the two tables the scores are PE(i) . PE(j); for rotary (R_i q) . (R_j k)."""
+    if not isinstance(table, torch.Tensor) or table.dim() != 2 or table.shape[0] < 3:
+        raise ValueError(f"table must be a (T >= 3, d) tensor, got {getattr(table, 'shape', type(table))}")
+    d_rotary = int_in("d_rotary", d_rotary, 2, 4096)
+    if d_rotary % 2:
+        raise ValueError(f"d_rotary must be even (rotary turns pairs of dimensions), got {d_rotary}")
+    t, d = table.shape
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, d_rotary, generator=g, dtype=torch.float64)
+    rotate = Rotary(d_rotary).double().rotate
+    q_at, k_at = (rotate(v.expand(1, 1, t, d_rotary)).reshape(t, d_rotary) for v in (q, k))  # (1, 1, T, d) -> (T, d)
+
+    def criteria(scheme, vectors, scores, positions):
+        dist = torch.cdist(vectors, vectors)
+        dist.fill_diagonal_(float("inf"))
+        norms = vectors.norm(dim=1)
+        return PositionCriteria(scheme, float(dist.min() / norms.median()), offset_explained(scores),
+                                (float(norms.min()), float(norms.max())), positions)
+
+    learned, sinus = table.detach().double(), sinusoidal(t, d).double()
+    return [criteria("learned table", learned, learned @ learned.T, t),
+            criteria("sinusoid", sinus, sinus @ sinus.T, None),
+            criteria("rotary (relative)", q_at, q_at @ k_at.T, None)]
+
+
 def position_similarity(table: torch.Tensor, max_offset: int = 128) -> dict:
     """Cosine similarity of every pair of rows of a (T, d) position table, its mean against offset (rows >= 1,
     so position 0 does not weigh in), and how far position 0 stands out."""
