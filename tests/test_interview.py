@@ -245,7 +245,7 @@ def test_the_topic_filter_asks_only_that_notebook_and_the_goal_ends_with_the_mis
             m.reveal()
             m.grade("again")
         else:
-            answer(m, True)
+            answer(m, False)  # a missed quiz question is listed too
     summary = m.summary.value
     assert "Session goal reached: 5 questions" in summary and "07_multi_head" in summary
     assert all(c.prompt in summary for c in m.missed) and m.missed

@@ -275,9 +275,9 @@ class MockInterview:
         self._refresh(self.store.states())
 
     def session_summary(self) -> str:
-        """HTML: the goal reached, and the questions missed in this session with a link to each section."""
-        missed = "".join(f"<li>{c.prompt} ({self._notebook_html(c)}: {html.escape(c.section)})</li>"
-                         for c in dict.fromkeys(self.missed))
+        """HTML: the goal reached, and the questions missed in this session with the section that answers each."""
+        once = {c.id: c for c in self.missed}.values()  # each missed card once, in order (a quiz card does not hash)
+        missed = "".join(f"<li>{c.prompt} ({self._notebook_html(c)}: {html.escape(c.section)})</li>" for c in once)
         return (f"<div style='border-left: 3px solid #1b9e77; padding-left: 0.6em'><b>Session goal reached: "
                 f"{self.answered} questions.</b> "
                 + (f"Missed, and coming back first next time:<ol>{missed}</ol>" if missed else "Nothing missed.")
