@@ -194,3 +194,18 @@ def test_one_reference_seed_of_the_norms_and_its_summary(tmp_path):
     (rung,) = summarize_reference(ref)
     assert rung.values("layer", "held_out_loss").shape == (2,) and rung.curves["none"].shape[0] == 2
     assert rung.learned_share("layer") == 0.0  # six steps learn nothing: the gate says so
+
+
+def test_minilm_logit_sizes_decomposes_every_logit_into_norms_and_a_cosine():
+    from qalib.nn.config import MiniBertConfig
+    from qalib.nn.model import MiniBert
+
+    torch.manual_seed(0)
+    model = MiniBert(MiniBertConfig(vocab_size=30, d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=32)).eval()
+    enc = {"input_ids": torch.randint(5, 30, (1, 12)), "attention_mask": torch.ones(1, 12, dtype=torch.long)}
+    r = ne.minilm_logit_sizes(model, enc)
+    assert r["max_logit"].shape == (2,) and (r["decomposition_error"] < 1e-6).all()
+    assert (r["max_logit"] <= r["max_bound"] * r["max_cos"] + 1e-9).all() and (r["q_norm_spread"] >= 1).all()
+    enc["attention_mask"][0, -1] = 0
+    with pytest.raises(ValueError, match="unpadded"):
+        ne.minilm_logit_sizes(model, enc)

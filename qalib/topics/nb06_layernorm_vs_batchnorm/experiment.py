@@ -485,6 +485,30 @@ def minilm_layernorms(model: MiniBert, enc: dict) -> dict:
     return res
 
 
+@torch.no_grad()
+def minilm_logit_sizes(model: MiniBert, enc: dict) -> dict:
+    """Per layer, what sets the size of the attention logits s = q . k / sqrt(d_head) behind the LayerNorms: the largest
+    |s|, the largest ||q|| ||k|| / sqrt(d_head) (what s would be at cosine 1), the largest |cos(q, k)|, how much a
+    query's norm varies over the tokens (max / min within a head, the median head), and the largest gap between s
+    and ||q|| ||k|| cos / sqrt(d_head) (0 up to rounding: the decomposition is exact)."""
+    if enc["attention_mask"].min() < 1:
+        raise ValueError("enc must be one unpadded input (padding puts -inf into the scores)")
+    internals = model(**enc, return_internals=True).internals
+    out = {"max_logit": [], "max_bound": [], "max_cos": [], "q_norm_spread": [], "decomposition_error": []}
+    for i in range(model.cfg.n_layers):
+        q, k = internals[f"layer{i}.q"][0].double(), internals[f"layer{i}.k"][0].double()  # (H, T, d_head) each
+        s = internals[f"layer{i}.scores"][0].double()                                     # (H, T, T), scaled
+        qn, kn = q.norm(dim=-1), k.norm(dim=-1)                                            # (H, T)
+        bound = qn[..., :, None] * kn[..., None, :] / math.sqrt(q.shape[-1])              # (H, T, T)
+        cos = (q / qn[..., None]) @ (k / kn[..., None]).transpose(-1, -2)                  # (H, T, T)
+        out["max_logit"].append(float(s.abs().max()))
+        out["max_bound"].append(float(bound.max()))
+        out["max_cos"].append(float(cos.abs().max()))
+        out["q_norm_spread"].append(float((qn.max(-1).values / qn.min(-1).values).median()))
+        out["decomposition_error"].append(float((s - bound * cos).abs().max()))
+    return {k: np.array(v) for k, v in out.items()}
+
+
 def plot_minilm_gammas(fig, res: dict):
     names = list(res)
     short = [n.replace("layers.", "L").replace("_norm", "").replace("embeddings.norm", "emb") for n in names]
