@@ -426,6 +426,17 @@ CATALOG = [
                          "attention often missed the decisive key; the layer mean and rollout found it, but "
                          "also pointed at keys the model ignores. MiniLM with a planted word is the real-model "
                          "check.")),
+    Entry("19_long_context.ipynb",
+          "Why is BERT capped at 512 tokens, and how do sparse attention patterns get past it?",
+          "Its learned position table has 512 rows, so position 513 has no vector; and BERT saw 512-token inputs only "
+          "in its last 10% of steps, because attention's n x n scores made long inputs expensive. Sparse patterns "
+          "(a sliding window, global tokens such as [CLS], random links) compute O(n w) scores; a global token "
+          "joins any two positions in two layers.",
+          "the pattern (window, global tokens, random keys, layers) and where token 1 reaches; the cost of scores "
+          "against the rest of a layer",
+          formula=r"full: $n^2$ scores; window $\pm r$: $n(2r+1)$; reach after $L$ layers: $L\,r$; via a global token: 2 hops",
+          number="BERT, Appendix A.2: length 128 for 90% of the steps, 512 for the rest, 'to learn the positional embeddings'",
+          longer_answer=""),
 ]
 
 
