@@ -182,18 +182,25 @@ def first_token_influence(model: MiniBert, task: FirstTokenTask, n: int = 64, se
 # Cost: full against banded attention, naive against fused
 # ---------------------------------------------------------------------------------------------
 def banded_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, radius: int) -> torch.Tensor:
-    """A sliding window computed as one: (B, H, T, dh) each -> (B, H, T, dh). Each query scores only its 2r + 1
-    neighbours (gathered by unfold), so time and memory grow as T (2r + 1) d, never T^2."""
-    int_in("radius", radius, 0)
-    t, d = q.shape[-2], q.shape[-1]
-    pad = lambda x: F.pad(x, (0, 0, radius, radius))
-    kw = pad(k).unfold(-2, 2 * radius + 1, 1)            # (B, H, T, dh, 2r+1)
-    vw = pad(v).unfold(-2, 2 * radius + 1, 1)
-    scores = torch.einsum("bhtd,bhtdw->bhtw", q, kw) / math.sqrt(d)
-    offs = torch.arange(-radius, radius + 1)
-    pos = torch.arange(t)[:, None] + offs[None, :]
-    scores = scores.masked_fill(((pos < 0) | (pos >= t)).to(q.device), float("-inf"))  # keys in the padding
-    return torch.einsum("bhtw,bhtdw->bhtd", scores.softmax(-1), vw)
+    """A sliding window of ±radius computed as one, in blocks (the chunked layout Longformer and BigBird describe):
+    (B, H, T, dh) each -> (B, H, T, dh). Queries go in blocks of `radius`; each block scores only the keys of its own
+    block and the two beside it (3 radius keys), so time and memory grow as T * 3 radius * d, never T^2."""
+    int_in("radius", radius, 1)
+    b, h, t, d = q.shape
+    nb = -(-t // radius)                                        # blocks of `radius` positions
+    pad = nb * radius - t
+    blocks = lambda x: F.pad(x, (0, 0, 0, pad)).view(b, h, nb, radius, d)
+    qb, kb, vb = blocks(q), blocks(k), blocks(v)
+    side = lambda x: torch.cat([F.pad(x, (0, 0, 0, 0, 1, 0))[:, :, :-1], x, F.pad(x, (0, 0, 0, 0, 0, 1))[:, :, 1:]],
+                               dim=3)                            # (B, H, nb, 3 radius, d): previous, own, next block
+    kw, vw = side(kb), side(vb)
+    scores = qb @ kw.transpose(-1, -2) / math.sqrt(d)          # (B, H, nb, radius, 3 radius)
+    qpos = torch.arange(nb * radius).view(nb, radius, 1)
+    kpos = (torch.arange(nb)[:, None, None] - 1) * radius + torch.arange(3 * radius).view(1, 1, -1)
+    allowed = ((qpos - kpos).abs() <= radius) & (kpos >= 0) & (kpos < t)
+    scores = scores.masked_fill(~allowed.to(q.device), float("-inf"))
+    out = scores.softmax(-1) @ vw                               # (B, H, nb, radius, d)
+    return out.reshape(b, h, nb * radius, d)[:, :, :t]
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
