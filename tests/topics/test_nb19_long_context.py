@@ -105,16 +105,19 @@ def test_attention_costs_and_layer_flops():
 
 def test_pattern_view_and_cost_view_plot():
     v = lc.pattern_view(t=32, window=2, n_global=1, layers=2)
-    assert v["reached"].all() and v["hops"] == 2
+    assert v["reached"].all() and v["needs"] == "2 layers"
     v0 = lc.pattern_view(t=32, window=0, layers=1)
-    assert math.isinf(v0["hops"]) and v0["reached"].sum() == 1
+    assert v0["needs"] == "never" and v0["reached"].sum() == 1
     fig = plt.figure()
-    lc.plot_pattern(fig, v0)
+    update = lc.plot_pattern(fig, v0)
+    assert update(lc.pattern_view(t=32, window=3)) is None  # same T: only the live artists change
+    assert update(lc.pattern_view(t=64, window=3)) is not None  # a new T moves the limits
     plt.close(fig)
-    c = lc.cost_view(d=64, heads=2, window=16, n_max=1024)
+    c = lc.cost_view(d=64, heads=2, window=16)
     assert c["crossover"] == 384 and (c["band"] <= c["full"]).all()
     fig = plt.figure()
-    lc.plot_costs(fig, c)
+    update = lc.plot_costs(fig, c)
+    update(lc.cost_view(d=4096, heads=64, window=2048))  # limits move: the panels say so
     plt.close(fig)
     with pytest.raises(ValueError):
         lc.pattern_view(t=2)

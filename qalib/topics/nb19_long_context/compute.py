@@ -16,6 +16,7 @@ import math
 import time
 
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,7 @@ from qalib.lab.data import CLS, IGNORE, N_SPECIAL, Batch
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert, SelfAttention
 from qalib.nn.validate import int_in
+from qalib.notebook.drawing import Change, bar_polygons, live, live_bars, live_title, log_ticks, most, set_limits
 
 MAX_T = 4096  # the longest pattern a demo or a cost sweep draws
 
@@ -258,34 +260,54 @@ def pattern_view(t: int = 64, window: int = 4, n_global: int = 0, n_random: int 
     mask = pattern_mask(t, window=window, n_global=n_global, n_random=n_random, seed=seed)
     r = reach(mask, layers)[:, 1].numpy()  # which positions the first real token reached
     return {"mask": mask.numpy(), "reached": r, "t": t, "window": window, "layers": layers, "n_global": n_global,
-            "n_random": n_random, "entries": score_entries(mask), "hops": hops(mask, 1, t - 1)}
+            "n_random": n_random, "entries": score_entries(mask), "needs": _layers_needed(hops(mask, 1, t - 1))}
 
 
-def plot_pattern(fig: matplotlib.figure.Figure, view: dict) -> None:
+def _layers_needed(h: float) -> str:
+    return "never" if math.isinf(h) else f"{int(h)} layers"
+
+
+def plot_pattern(fig: matplotlib.figure.Figure, view: dict):
+    """The mask (left) and the positions holding token 1 (right); returns update(view), which redraws only the image,
+    the bars and the titles (and a panel whose limits moved with T)."""
     ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.6]})
-    t = view["t"]
-    ax1.imshow(view["mask"], cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
-    ax1.set(title=f"mask: {view['entries']:,} of {t * t:,} scores", xlabel="key j", ylabel="query i")
-    ax2.bar(np.arange(t), view["reached"].astype(float), width=1.0, color="C0")
+    img = ax1.imshow(view["mask"], cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+    live(img)
+    ax1.set(xlabel="key j", ylabel="query i")
+    title1 = live_title(ax1, "mask")
+    bars = live_bars(ax2, facecolors="C0")
     ax2.axvline(1, color="C3", lw=1, ls=":")
-    ax2.set(ylim=(0, 1.1), xlim=(-0.5, t - 0.5), yticks=[0, 1], yticklabels=["no", "yes"], xlabel="position",
-            ylabel="holds token 1")
-    h = view["hops"]
-    need = "never" if math.isinf(h) else f"{int(h)} layers"
-    ax2.set_title(f"after {view['layers']} layers, {int(view['reached'].sum())} of {t} positions hold token 1;\n"
-                  f"the last position needs {need}", fontsize="small")
+    ax2.set(ylim=(0, 1.1), yticks=[0, 1], yticklabels=["no", "yes"], xlabel="position", ylabel="holds token 1")
+    title2 = live(ax2.text(0.02, 1.02, "", transform=ax2.transAxes, fontsize="small", va="bottom"))[0]
+
+    def update(v: dict):
+        t = v["t"]
+        img.set_data(v["mask"])
+        img.set_extent((-0.5, t - 0.5, t - 0.5, -0.5))
+        bars.set_verts(bar_polygons(np.arange(t), v["reached"].astype(float), width=1.0))
+        title1.set_text(f"{v['entries']:,} of {t * t:,} scores")
+        title2.set_text(f"after {v['layers']} layers {int(v['reached'].sum())} of {t} positions hold token 1; "
+                        f"the last needs {v['needs']}")
+        moved = most(set_limits(ax1, (-0.5, t - 0.5), (t - 0.5, -0.5)), set_limits(ax2, (-0.5, t - 0.5)))
+        return None if moved is None else Change.AXES
+
+    update(view)
+    return update
 
 
 # ---------------------------------------------------------------------------------------------
 # Demo 2: what the score matrix costs against the rest of a layer
 # ---------------------------------------------------------------------------------------------
-def cost_view(d: int = 768, heads: int = 12, window: int = 256, n_max: int = 4096) -> dict:
+COST_N = (64, 65536)  # the lengths the cost demo draws
+
+
+def cost_view(d: int = 768, heads: int = 12, window: int = 256) -> dict:
     """Per layer, against n: multiply-adds of full and windowed scores, of the rest of the layer, and the bytes of
     one fp32 score matrix per head set (what naive attention stores)."""
     d = int_in("d", d, 16, 8192)
     heads = int_in("heads", heads, 1, 128)
     window = int_in("window", window, 1, MAX_T)
-    n = np.unique(np.geomspace(64, int_in("n_max", n_max, 128, 65536), 40).astype(int))
+    n = np.unique(np.geomspace(*COST_N, 40).astype(int))
     rest = 4 * n * d * d + 8 * n * d * d
     full = 2.0 * n * n * d
     band = 2.0 * n * np.minimum(2 * window + 1, n) * d
@@ -294,17 +316,44 @@ def cost_view(d: int = 768, heads: int = 12, window: int = 256, n_max: int = 409
             "crossover": 6 * d}  # 2 n^2 d = 12 n d^2 at n = 6 d
 
 
-def plot_costs(fig: matplotlib.figure.Figure, view: dict) -> None:
+def _decades(lo: float, hi: float) -> tuple[float, float]:
+    return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
+
+
+def plot_costs(fig: matplotlib.figure.Figure, view: dict):
+    """Multiply-adds against n (left) and the stored scores' memory (right); returns update(view), which redraws the
+    lines and titles, and a panel only when its limits cross a decade."""
     ax1, ax2 = fig.subplots(1, 2)
-    n = view["n"]
-    ax1.loglog(n, view["rest"], color="0.3", label="projections + FFN (12 n d²)")
-    ax1.loglog(n, view["full"], color="C3", label="full scores (2 n² d)")
-    ax1.loglog(n, view["band"], color="C0", ls="--", label=f"window ±{view['window']}")
-    ax1.axvline(512, color="0.6", ls=":", lw=1)
-    ax1.set(xlabel="sequence length n (tokens)", ylabel="multiply-adds per layer", title=f"d = {view['d']}")
-    ax1.legend(fontsize=8)
-    ax2.loglog(n, view["score_bytes"] / 2 ** 20, color="C3")
-    ax2.axvline(512, color="0.6", ls=":", lw=1)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(*COST_N)
+        log_ticks(ax, "x", [100, 1000, 10000], ["100", "1,000", "10,000"])
+        ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.axvline(512, color="0.6", ls=":", lw=1)
+    rest, = ax1.plot([], [], color="0.3", label="projections + FFN (12 n d²)")
+    full, = ax1.plot([], [], color="C3", label="full scores (2 n² d)")
+    band, = ax1.plot([], [], color="C0", ls="--", label="window")
+    cross = ax1.axvline(1, color="C3", lw=1, ls="-.")
+    mem, = ax2.plot([], [], color="C3")
+    live(rest, full, band, cross, mem)
+    ax1.set(xlabel="sequence length n (tokens)", ylabel="multiply-adds per layer")
     ax2.set(xlabel="sequence length n (tokens)", ylabel="MiB (fp32)")
-    ax2.set_title(f"one layer's stored scores, {view['heads']} heads\n(scores outgrow the rest at n = 6d = "
-                  f"{view['crossover']:,})", fontsize="small")
+    ax1.legend(fontsize=8, loc="upper left")
+    title1, title2 = live_title(ax1, "per layer"), live_title(ax2, "stored scores")
+
+    def update(v: dict):
+        n = v["n"]
+        rest.set_data(n, v["rest"])
+        full.set_data(n, v["full"])
+        band.set_data(n, v["band"])
+        cross.set_xdata([v["crossover"]] * 2)
+        mem.set_data(n, v["score_bytes"] / 2 ** 20)
+        title1.set_text(f"d = {v['d']}, window ±{v['window']}; scores pass the rest at n = 6d = {v['crossover']:,}")
+        title2.set_text(f"{v['heads']} heads, one sequence, one layer")
+        lo = min(v["rest"].min(), v["band"].min())
+        return most(set_limits(ax1, None, _decades(lo, v["full"].max())),
+                    set_limits(ax2, None, _decades(v["score_bytes"].min() / 2 ** 20, v["score_bytes"].max() / 2 ** 20)))
+
+    update(view)
+    return update

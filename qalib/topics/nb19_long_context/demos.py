@@ -20,8 +20,7 @@ def cost_demo() -> Demo:
     return Demo(cost_view, plot_costs,
                 {"d": W.IntSlider(value=768, min=64, max=4096, step=64, description="width d"),
                  "heads": W.IntSlider(value=12, min=1, max=64, description="heads"),
-                 "window": W.IntSlider(value=256, min=16, max=2048, step=16, description="window ±r"),
-                 "n_max": W.IntSlider(value=16384, min=1024, max=65536, step=1024, description="longest n")},
+                 "window": W.IntSlider(value=256, min=16, max=2048, step=16, description="window ±r")},
                 title="What the score matrix costs against the rest of a layer", figsize=(10, 3.4))
 
 
