@@ -426,6 +426,14 @@ CATALOG = [
                          "attention often missed the decisive key; the layer mean and rollout found it, but "
                          "also pointed at keys the model ignores. MiniLM with a planted word is the real-model "
                          "check.")),
+    Entry("19_long_context.ipynb",
+          "Why is BERT capped at 512 tokens, and how do sparse attention patterns get past it?",
+          "BERT learns one position vector per position, and its table has 512 rows: token 513 has none. It trained at 128 tokens for 90% of its steps, at 512 for the rest, because attention's $n\\times n$ scores make long inputs expensive. Sparse patterns score each token against a window, global tokens and random keys: $O(n\\,w)$ scores instead of $n^2$.",
+          "the pattern (window, global tokens, random keys, layers) and where token 1 reaches; the cost of scores "
+          "against the rest of a layer",
+          formula=r"full: $n^2$ scores; window $\pm r$: $n(2r+1)$; reach after $L$ layers: $L\,r$; via a global token: 2 hops",
+          number="BERT, Appendix A.2: length 128 for 90% of the steps, 512 for the rest, 'to learn the positional embeddings'",
+          longer_answer=("The 512 is the size of a table. BERT adds a learned vector for each position, and its checkpoint holds 512 rows (MiniLM's too, checked here). BERT trained at 128 tokens for 90% of its steps and at 512 for the rest, citing attention's quadratic cost (Appendix A.2). Yet at 512 the $n\\times n$ products are about a tenth of a BERT-base layer's multiply-adds ($n/6d$); what grows fastest is the memory of the stored scores, which a fused kernel such as FlashAttention removes while the FLOPs stay $2n^2d$. Longformer and BigBird cut the arithmetic itself: a sliding window, global tokens such as [CLS], and in BigBird random keys, $O(n)$ scores for fixed sizes, with position rows trained on long documents. A window of $\\pm r$ moves information $r$ positions per layer; a global token joins any two positions in two layers. In this notebook's toy, two windowed layers learned exactly the 8 positions their mask reaches, and a window plus [CLS] carried a token 31 positions in two layers, though not in every seed.")),
 ]
 
 
