@@ -306,10 +306,13 @@ class MockInterview:
     def _chart_png(summary) -> bytes:
         from matplotlib.figure import Figure
 
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
         fig = Figure(figsize=(10, 0.3 * len(summary) + 1.6), dpi=2 * 72, layout="constrained")
         plot_progress(fig.add_subplot(), summary)
         buf = io.BytesIO()
-        fig.savefig(buf, format="png")
+        # the whole figure at its own dpi: savefig would follow a style's savefig.bbox = "tight" or savefig.dpi
+        FigureCanvasAgg(fig).print_png(buf)
         return buf.getvalue()
 
     def _ipython_display_(self) -> None:
