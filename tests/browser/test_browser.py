@@ -384,6 +384,47 @@ def test_mock_interview_in_voila_records_answers_and_shows_no_code(browser):
             page.close()
 
 
+@pytest.mark.timeout(400)
+def test_the_night_before_session_core_questions_a_goal_the_timer_the_misses_and_a_topic(browser):
+    """`make interview` the night before: tick "core questions only", aim for 5 questions, start the speaking timer,
+    miss all five; the goal's end lists the five with their sections, and a chosen topic then asks that notebook."""
+    import json
+
+    from qalib.practice.interview import pool
+
+    core = {c.id for c in pool() if c.core}
+    progress = Path(os.environ["QALIB_PROGRESS"])
+    for old in progress.parent.glob(progress.name + "*"):
+        old.unlink()
+    with server("voila", notebook="mock_interview.ipynb") as (url, token, _):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{url}/?token={token}", timeout=240_000)
+            interview = page.locator(".qalib-interview")
+            interview.wait_for(timeout=240_000)
+            interview.get_by_text("core questions only").click()   # from the next question on
+            interview.locator("select").nth(1).select_option("5")  # the session goal
+            interview.locator(".widget-play button").first.click() # the speaking timer runs in the browser
+            bar = interview.locator(".widget-hprogress .progress-bar").first
+            _wait(lambda: float(bar.evaluate("b => parseFloat(b.style.width) || 0")) > 0, 10, "the timer to advance")
+            for n in range(1, 6):
+                _answer_one(page, interview, n, knew=False)
+            summary = interview.locator(".widget-htmlmath", has_text="Session goal reached")
+            _wait(lambda: summary.count() > 0, 30, "the end-of-session summary")
+            assert "Session goal reached: 5 questions" in summary.inner_text()
+            assert summary.locator("li").count() == 5, "the five missed questions are listed"
+            answered = list(json.loads(progress.read_text())["cards"])
+            assert sum(a in core for a in answered) >= 4, "after the first question, only core questions are asked"
+            interview.get_by_text("core questions only").click()
+            interview.locator("select").first.select_option("07_multi_head")
+            _answer_one(page, interview, 6, knew=True)               # the question on screen when the topic changed
+            header = interview.locator(".widget-html", has_text="from ").first
+            _wait(lambda: "from 07_multi_head" in header.inner_text(), 30, "a question from the chosen topic")
+            page.screenshot(path=str(SCREENSHOTS / "mock-interview-night-before.png"))
+        finally:
+            page.close()
+
+
 @pytest.mark.timeout(600)
 def test_a_slide_deck_works_offline_and_prints_to_pdf(browser, tmp_path):
     """`make slides`: the deck loads with the network blocked, the arrow keys move, the figures show, the formulas
