@@ -146,7 +146,15 @@ def test_check_without_a_choice_asks_for_one_and_records_nothing(tmp_path):
     while m.current.question is None:
         answer(m, True)
     before = m.store.states()
+    assert m.check_button.disabled, "Check waits for an option to be picked"
     assert m.check() is None and m.store.states() == before
+    m.options.value = 0
+    assert not m.check_button.disabled
+    m.check()
+    m.next_button.click()
+    while m.current.question is None:
+        answer(m, True)
+    assert m.check_button.disabled, "disabled again for the next quiz question"
 
 
 def test_a_click_that_arrives_late_is_ignored_rather_than_recorded_twice(tmp_path):

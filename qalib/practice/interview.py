@@ -147,6 +147,9 @@ class MockInterview:
         for rating, button in self.rating_buttons.items():
             button.on_click(lambda _b, rating=rating: self._if_phase("revealed", self.grade, rating))
         self.next_button.on_click(lambda _b: self._if_phase("checked", self.ask))
+        # Check stays disabled until an option is picked: the options reach the browser after the button can show,
+        # and a click in between would only be told to pick one
+        self.options.observe(lambda _change: self._enable_check(), names="value")
         # a new topic applies from the next question: asking at once would replace a question the student may be
         # answering, and a front end that echoes the value back on render would do so unasked
         self.buttons = W.HBox([self.reveal_button, self.check_button, *self.rating_buttons.values(),
@@ -158,6 +161,9 @@ class MockInterview:
         self.ask()
 
     # -- the flow --------------------------------------------------------------------------------------------
+    def _enable_check(self) -> None:
+        self.check_button.disabled = self.options.value is None
+
     def _if_phase(self, phase: str, action: Callable, *args) -> None:
         """A button's click: act only if the card on screen is in `phase` (see `self.phase`), else ignore it."""
         if self.phase == phase:
@@ -184,6 +190,7 @@ class MockInterview:
             q = self.current_question = c.question.shuffled(self.rng)
             self.options.options = [(o, j) for j, o in enumerate(q.options)]
             self.options.value = None
+            self._enable_check()
             self.options.layout.display = None
             self.typed.layout.display = "none"
             self._show(self.check_button)

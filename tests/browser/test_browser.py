@@ -303,20 +303,17 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
         _wait(lambda: len(section.first.inner_text()) > 200, 10, "the section's text to open")
         rating.first.click()
     else:
-        # The options of a new question arrive from the kernel after its Check button shows; on a loaded machine a
-        # click can land on the radio group before it is redrawn, and the interview then asks to pick an answer
-        # first, as it should. A student picks again: so does the test, up to three times. (The "Pick an answer first"
-        # of a first try is still on screen while a second click travels, so a third click may follow a recorded
-        # answer: the interview ignores a click on a question already checked, as it must for a double click.)
+        # Check stays disabled until the kernel has the picked option. The options of a new question can reach the
+        # browser after its Check button shows, and a pick made on the old ones is lost: a student picks again, and so
+        # does the test, up to three times.
         for _ in range(3):
-            if not check.count():  # recorded meanwhile: the Check button gave way to Next question
-                break
             interview.locator(".widget-radio input[type=radio], .widget-radio-box input").first.check()
-            check.click()
-            _wait(lambda: any(answered in t for t in _interview_status(page))
-                  or "Pick an answer first" in interview.inner_text(), 30, "the answer to be recorded")
-            if any(answered in t for t in _interview_status(page)):
+            try:
+                _wait(lambda: check.is_enabled(), 10, "Check to be enabled by the pick")
                 break
+            except TimeoutError:
+                continue
+        check.click()
         _wait(lambda: any(answered in t for t in _interview_status(page)), 30, "the answer to be recorded")
         interview.locator("button:visible", has_text="Next question").click()
     _wait(lambda: any(answered in t for t in _interview_status(page)), 60, f"answer {n} to be recorded")
