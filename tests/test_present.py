@@ -6,10 +6,10 @@ import re
 import nbformat
 import pytest
 
-from qalib.tools.nbtools import collection_paths, execute
+from qalib.tools.nbtools import collection_paths, execute, is_topic
 from qalib.tools.present import LEFT_OUT_SECTIONS, LIVE_DEMOS, LIVE_RUN, _names, lecture_notebook, live_cells, section_titles
 
-TOPICS = [p for p in collection_paths() if re.match(r"\d\d_", p.stem) and not p.stem.startswith("00_")]
+TOPICS = [p for p in collection_paths() if is_topic(p)]
 
 
 def test_a_cells_inputs_are_the_names_it_reads_before_binding_them():

@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 
 from qalib.notebook.paths import ROOT
-from qalib.tools.nbtools import collection_paths
+from qalib.tools.nbtools import collection_paths, is_topic
 
 LIVE_RUN = "live-run"  # the tag of a cell that trains the notebook's live models
 # Notebooks whose demos and figures run on the models (or tokenizers) trained live: their lecture keeps the run, and
@@ -254,7 +254,7 @@ def lecture_notebook(nb):
 
 
 def write(stem: str, out_dir: Path) -> Path:
-    paths = {p.stem: p for p in collection_paths() if re.match(r"\d\d_", p.stem) and not p.stem.startswith("00_")}
+    paths = {p.stem: p for p in collection_paths() if is_topic(p)}
     if stem not in paths:
         raise ValueError(f"no topic notebook named {stem!r}; choose from {sorted(paths)}")
     nb = lecture_notebook(nbformat.read(paths[stem], as_version=4))

@@ -6,6 +6,7 @@ Screenshots go to artifacts/screenshots/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -323,9 +324,7 @@ def _answer_one(page, interview, n: int, knew: bool) -> None:
 def test_mock_interview_keeps_progress_across_a_restart_and_sets_a_corrupt_file_aside(browser, lab):
     """Answer three questions as a student would, restart the kernel: the progress is still there. Then corrupt
     the file: the interview says it was set aside, and the bad file is kept under another name."""
-    progress = Path(os.environ["QALIB_PROGRESS"])  # set by conftest, inherited by the Jupyter server's kernels
-    for old in progress.parent.glob(progress.name + "*"):
-        old.unlink()
+    progress = _fresh_progress_file()  # inherited by the Jupyter server's kernels
     url, token, _ = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
@@ -350,35 +349,48 @@ def test_mock_interview_keeps_progress_across_a_restart_and_sets_a_corrupt_file_
         page.close()
 
 
-@pytest.mark.timeout(300)
-def test_mock_interview_in_voila_records_answers_and_shows_no_code(browser):
-    """`make interview` serves the mock interview with Voila: it renders without code, takes two answers (typed
-    text is shown escaped, never as markup), and writes them to the progress file."""
-    import json
-
+def _fresh_progress_file() -> Path:
+    """The progress file the served kernels use (conftest sets QALIB_PROGRESS), with any earlier one removed."""
     progress = Path(os.environ["QALIB_PROGRESS"])
     for old in progress.parent.glob(progress.name + "*"):
         old.unlink()
+    return progress
+
+
+@contextlib.contextmanager
+def _voila_interview(browser):
+    """What `make interview` serves, open in a page: yields (page, the interview's element); closes both after."""
     with server("voila", notebook="mock_interview.ipynb") as (url, token, _):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             page.goto(f"{url}/?token={token}", timeout=240_000)
             interview = page.locator(".qalib-interview")
             interview.wait_for(timeout=240_000)
-            assert page.locator(".jp-InputArea-editor:visible").count() == 0, "the interview app shows code"
-            for n in (1, 2):
-                _answer_one(page, interview, n, knew=n == 2)
-            assert interview.locator("b", has_text="my answer").count() == 0, "typed text was rendered as HTML"
-            # Voila serves no notebook but this one: no link that would answer 403, the section is folded in instead
-            assert interview.locator("a[href*='.ipynb']").count() == 0, "a link Voila cannot serve"
-            _wait(lambda: progress.is_file(), 10, "the progress file")
-            assert len(json.loads(progress.read_text())["cards"]) == 2, "two answers, two cards"
-            # the next question is on screen (its Reveal or Check button), not the moment between two questions
-            _wait(lambda: interview.locator("button:visible", has_text=re.compile("Reveal answer|Check")).count() > 0,
-                  30, "the next question")
-            page.screenshot(path=str(SCREENSHOTS / "mock-interview-voila.png"))
+            yield page, interview
         finally:
             page.close()
+
+
+@pytest.mark.timeout(300)
+def test_mock_interview_in_voila_records_answers_and_shows_no_code(browser):
+    """`make interview` serves the mock interview with Voila: it renders without code, takes two answers (typed
+    text is shown escaped, never as markup), and writes them to the progress file."""
+    import json
+
+    progress = _fresh_progress_file()
+    with _voila_interview(browser) as (page, interview):
+        assert page.locator(".jp-InputArea-editor:visible").count() == 0, "the interview app shows code"
+        for n in (1, 2):
+            _answer_one(page, interview, n, knew=n == 2)
+        assert interview.locator("b", has_text="my answer").count() == 0, "typed text was rendered as HTML"
+        # Voila serves no notebook but this one: no link that would answer 403, the section is folded in instead
+        assert interview.locator("a[href*='.ipynb']").count() == 0, "a link Voila cannot serve"
+        _wait(lambda: progress.is_file(), 10, "the progress file")
+        assert len(json.loads(progress.read_text())["cards"]) == 2, "two answers, two cards"
+        # the next question is on screen (its Reveal or Check button), not the moment between two questions
+        _wait(lambda: interview.locator("button:visible", has_text=re.compile("Reveal answer|Check")).count() > 0,
+              30, "the next question")
+        page.screenshot(path=str(SCREENSHOTS / "mock-interview-voila.png"))
 
 
 @pytest.mark.timeout(400)
@@ -390,36 +402,27 @@ def test_the_night_before_session_core_questions_a_goal_the_timer_the_misses_and
     from qalib.practice.interview import pool
 
     core = {c.id for c in pool() if c.core}
-    progress = Path(os.environ["QALIB_PROGRESS"])
-    for old in progress.parent.glob(progress.name + "*"):
-        old.unlink()
-    with server("voila", notebook="mock_interview.ipynb") as (url, token, _):
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(f"{url}/?token={token}", timeout=240_000)
-            interview = page.locator(".qalib-interview")
-            interview.wait_for(timeout=240_000)
-            interview.get_by_text("core questions only").click()   # from the next question on
-            interview.locator("select").nth(1).select_option("5")  # the session goal
-            interview.locator(".widget-play button").first.click() # the speaking timer runs in the browser
-            bar = interview.locator(".widget-hprogress .progress-bar").first
-            _wait(lambda: float(bar.evaluate("b => parseFloat(b.style.width) || 0")) > 0, 10, "the timer to advance")
-            for n in range(1, 6):
-                _answer_one(page, interview, n, knew=False)
-            summary = interview.locator(".widget-htmlmath", has_text="Session goal reached")
-            _wait(lambda: summary.count() > 0, 30, "the end-of-session summary")
-            assert "Session goal reached: 5 questions" in summary.inner_text()
-            assert summary.locator("li").count() == 5, "the five missed questions are listed"
-            answered = list(json.loads(progress.read_text())["cards"])
-            assert sum(a in core for a in answered) >= 4, "after the first question, only core questions are asked"
-            interview.get_by_text("core questions only").click()
-            interview.locator("select").first.select_option("07_multi_head")
-            _answer_one(page, interview, 6, knew=True)               # the question on screen when the topic changed
-            header = interview.locator(".widget-html", has_text="from ").first
-            _wait(lambda: "from 07_multi_head" in header.inner_text(), 30, "a question from the chosen topic")
-            page.screenshot(path=str(SCREENSHOTS / "mock-interview-night-before.png"))
-        finally:
-            page.close()
+    progress = _fresh_progress_file()
+    with _voila_interview(browser) as (page, interview):
+        interview.get_by_text("core questions only").click()   # from the next question on
+        interview.locator("select").nth(1).select_option("5")  # the session goal
+        interview.locator(".widget-play button").first.click() # the speaking timer runs in the browser
+        bar = interview.locator(".widget-hprogress .progress-bar").first
+        _wait(lambda: float(bar.evaluate("b => parseFloat(b.style.width) || 0")) > 0, 10, "the timer to advance")
+        for n in range(1, 6):
+            _answer_one(page, interview, n, knew=False)
+        summary = interview.locator(".widget-htmlmath", has_text="Session goal reached")
+        _wait(lambda: summary.count() > 0, 30, "the end-of-session summary")
+        assert "Session goal reached: 5 questions" in summary.inner_text()
+        assert summary.locator("li").count() == 5, "the five missed questions are listed"
+        answered = list(json.loads(progress.read_text())["cards"])
+        assert sum(a in core for a in answered) >= 4, "after the first question, only core questions are asked"
+        interview.get_by_text("core questions only").click()
+        interview.locator("select").first.select_option("07_multi_head")
+        _answer_one(page, interview, 6, knew=True)               # the question on screen when the topic changed
+        header = interview.locator(".widget-html", has_text="from ").first
+        _wait(lambda: "from 07_multi_head" in header.inner_text(), 30, "a question from the chosen topic")
+        page.screenshot(path=str(SCREENSHOTS / "mock-interview-night-before.png"))
 
 
 @pytest.mark.timeout(600)
