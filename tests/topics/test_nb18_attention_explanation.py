@@ -278,3 +278,17 @@ def test_method_arrays_and_gate():
     arr = E.method_arrays([s, s, s])
     assert arr["hit"].shape == (len(A.METHODS), 3) and np.allclose(arr["ratio"], 0.25)
     assert E.accuracy_gate(0.96).passed and not E.accuracy_gate(0.9).passed
+
+
+def test_seed_pair_distances_are_symmetric_js_divergences_of_every_pair():
+    from qalib.topics.nb18_attention_explanation.compute import js_divergence, seed_pair_distances
+    a = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    b = torch.tensor([[0.0, 1.0], [0.5, 0.5]])
+    pairs, d = seed_pair_distances(torch.stack([a, b, a]))
+    assert pairs == [(0, 1), (0, 2), (1, 2)]
+    assert d.shape == (3, 2)
+    assert torch.allclose(d[0], torch.tensor([math.log(2), 0.0]), atol=1e-6)   # disjoint rows: ln 2; equal rows: 0
+    assert torch.allclose(d[1], torch.zeros(2))
+    assert torch.allclose(d[2], js_divergence(b, a))
+    with pytest.raises(ValueError, match="seeds >= 2"):
+        seed_pair_distances(a[None])

@@ -342,6 +342,17 @@ def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return 0.5 * (kl(p) + kl(q))
 
 
+def seed_pair_distances(cls_attention: torch.Tensor) -> tuple[list[tuple[int, int]], torch.Tensor]:
+    """Wiegreffe & Pinter's variance calibration (2019): how far apart the attention of models trained alike, but for
+    the seed, is on the same sentences. cls_attention: (S, B, T), one attention distribution per model and sentence
+    (heads are not matched across seeds, so pass their mean). -> (the S(S-1)/2 pairs (i, j), their JS divergences
+    (n_pairs, B) in nats)."""
+    if cls_attention.dim() != 3 or cls_attention.shape[0] < 2:
+        raise ValueError(f"cls_attention must be (seeds >= 2, sentences, tokens), got {tuple(cls_attention.shape)}")
+    pairs = list(itertools.combinations(range(cls_attention.shape[0]), 2))
+    return pairs, torch.stack([js_divergence(cls_attention[i], cls_attention[j]) for i, j in pairs])
+
+
 class AttentionLogits(nn.Module):
     """The adversarial search's free variable: logits z (B, H, T) of the last layer's [CLS] attention rows."""
 

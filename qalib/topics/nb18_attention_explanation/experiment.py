@@ -7,6 +7,7 @@ sentences with a planted word."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -25,7 +26,8 @@ from qalib.topics.nb18_attention_explanation.compute import (IG_STEPS, METHODS, 
                                                              adversarial_attention, agreement_matrix, attributions,
                                                              class_margin, cls_readout, completeness_gap,
                                                              key_intervention, mean_readout, pooled, rank_scores,
-                                                             residual_share, similarity_to, special_mass, split_hits,
+                                                             js_divergence, residual_share, seed_pair_distances, similarity_to,
+                                                             special_mass, split_hits,
                                                              uniform_last_layer)
 
 N_EVAL = 256   # held-out sentences each model's attributions are scored on
@@ -118,7 +120,8 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 150, device: str | None = "cpu"
     inputs = batch.model_inputs()
     out = {"seeds": list(seeds), "steps": steps, "task": task, "bound": bound, "batch": batch, "key": key,
            "models": [], "gates": [], "summary": [], "decisive": [], "tau": [], "jsd": [], "delta_p": [],
-           "key_attention": [], "key_attention_adv": [], "last_layer_hit": []}
+           "key_attention": [], "key_attention_adv": [], "last_layer_hit": [], "cls_attention": [],
+           "cls_attention_adv": []}
     for model in run.models:
         model = model.cpu().eval()
         out["models"].append(model)
@@ -134,10 +137,56 @@ def run_experiment(seeds=(0, 1, 2), steps: int = 150, device: str | None = "cpu"
         out["delta_p"].append(adv["delta_p"].numpy())
         out["key_attention"].append(adv["original"].mean(1)[rows, key[:N_ADV]].numpy())
         out["key_attention_adv"].append(adv["adversarial"].mean(1)[rows, key[:N_ADV]].numpy())
+        out["cls_attention"].append(adv["original"].mean(1))        # (N_ADV, T): the head mean
+        out["cls_attention_adv"].append(adv["adversarial"].mean(1))
+    out["cls_attention"], out["cls_attention_adv"] = torch.stack(out["cls_attention"]), torch.stack(out["cls_attention_adv"])
     for k in ("tau", "jsd", "delta_p", "key_attention", "key_attention_adv", "decisive", "last_layer_hit"):
         out[k] = np.stack(out[k])
     out["learned"] = np.array([g.passed for g in out["gates"]])
     return out
+
+
+@dataclass(frozen=True)
+class SeedVariance:
+    """Wiegreffe & Pinter's calibration on the first N_ADV held-out sentences: models trained like the live run's
+    but for the seed, each read only if it passed its gate. `distance` is (n_pairs, N_ADV): the JS divergence
+    (nats) between two models' head-mean last-layer [CLS] attention; `agreement` (n_pairs,) the share of sentences on
+    which the two predict the same class."""
+    seeds: list[int]
+    learned: np.ndarray
+    pairs: list[tuple[int, int]]
+    distance: np.ndarray
+    agreement: np.ndarray
+
+    @property
+    def median_distance(self) -> np.ndarray:
+        """(n_pairs,) each pair's median over sentences."""
+        return np.median(self.distance, axis=1)
+
+
+def seed_variance(seeds, steps: int, device: str | None = "cpu") -> SeedVariance:
+    """Train one model per seed (one batched run, the live recipe) and compare every pair of those that learned."""
+    task = explanation_task()
+    run = train_seeds(explanation_config(task), task, seed_list("seeds", seeds), train_config(steps, device))
+    batch, _, _ = held_out(task)
+    inputs = batch.model_inputs()
+    kept, attn, preds, passed = [], [], [], []
+    for seed, model in zip(seeds, run.models):
+        model = model.cpu().eval()
+        with torch.no_grad():
+            out = model(**inputs, return_internals=True)
+            pred = model.class_logits(out.last_hidden_state).argmax(-1)          # (N_EVAL,)
+        passed.append(accuracy_gate(float((pred == batch.labels).float().mean())).passed)
+        if passed[-1]:
+            kept.append(seed)
+            last = out.internals[f"layer{model.cfg.n_layers - 1}.probs"]          # (N_EVAL, H, T, T)
+            attn.append(last[:N_ADV, :, 0, :].mean(1))                           # (N_ADV, T): [CLS] row, head mean
+            preds.append(pred[:N_ADV])
+    if len(kept) < 2:
+        raise RuntimeError(f"only {len(kept)} of {len(seeds)} models passed the gate: no pair to compare")
+    pairs, dist = seed_pair_distances(torch.stack(attn))
+    agree = np.array([float((preds[i] == preds[j]).float().mean()) for i, j in pairs])
+    return SeedVariance(kept, np.array(passed), [(kept[i], kept[j]) for i, j in pairs], dist.numpy(), agree)
 
 
 def per_seed(summaries: list[dict], *keys: str) -> np.ndarray:
@@ -299,6 +348,27 @@ def plot_adversarial(fig, exp: dict) -> None:
     a2.set_xlabel("last-layer [CLS] attention on the key token (head mean)")
     a2.set_ylabel("examples")
     a2.legend(fontsize=8)
+
+
+def adversarial_distance(exp: dict) -> np.ndarray:
+    """(n_seeds,) the median sentence's JS divergence between the head means of a model's own last-layer [CLS]
+    attention and the adversarial one (section 6's rows, averaged like seed_variance's, so the two compare)."""
+    return np.array([float(js_divergence(own, adv).median())
+                     for own, adv in zip(exp["cls_attention"], exp["cls_attention_adv"])])
+
+
+def plot_seed_variance(ax, sv: SeedVariance, adversarial: np.ndarray) -> None:
+    """Every pair of seeds' distance (median sentence), sorted, beside the adversarial search's per seed."""
+    d = np.sort(sv.median_distance)
+    ax.plot(np.arange(1, len(d) + 1), d, "o", color="#2166ac", label=f"two seeds' models ({len(d)} pairs)")
+    for i, a in enumerate(np.sort(adversarial)):
+        ax.axhline(a, color="#b35806", ls="--", lw=1, label="adversarial search, one line per seed" if i == 0 else None)
+    ax.axhline(np.log(2), color="grey", ls=":", label="ln 2: disjoint supports")
+    ax.set_xlabel("pair of models, sorted by distance")
+    ax.set_ylabel("JS divergence of last-layer [CLS]\nattention, head mean (nats)")
+    ax.set_ylim(0, 0.75)
+    ax.set_title("Retraining moves attention as far as the adversary does", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
 
 
 # -- all-MiniLM-L6-v2: sentences with a planted word -------------------------------------------------------------
