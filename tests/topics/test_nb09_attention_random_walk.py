@@ -232,3 +232,17 @@ def test_a_reference_seed_reads_both_variants_and_the_constant_on_its_own_batche
     a, b = E.reference_seed(0, steps=2, init_std=0.02, lr=1e-2), E.reference_seed(1, steps=2, init_std=0.02, lr=1e-2)
     assert 0 < a["best_constant"] < 1 and a["best_constant"] != b["best_constant"]  # held-out batches move with the seed
     assert all(len(a[v]["ratio"]) == 3 for v in E.VARIANTS)
+
+
+def test_the_fisher_is_the_kl_hessian_and_kfac_is_exact_for_one_input_only():
+    r = R.fisher_vs_kl_hessian(n=32, d=3, c=3, seed=1)
+    assert r.fisher.shape == r.kl_hessian.shape == r.kfac.shape == (9, 9)
+    assert torch.allclose(r.fisher, r.kl_hessian, atol=1e-12)
+    assert torch.allclose(r.fisher, r.fisher.T)
+    assert torch.linalg.eigvalsh(r.fisher).min() > -1e-12        # a covariance: positive semi-definite
+    assert r.kfac_error > 0.01                                   # inputs and output curvature vary together
+    one = R.fisher_vs_kl_hessian(n=1, d=3, c=3, seed=1)
+    assert one.kfac_error < 1e-12
+    assert R.kfac_storage(768, 3072) == {"full": (768 * 3072) ** 2, "kfac": 768 ** 2 + 3072 ** 2}
+    with pytest.raises(ValueError):
+        R.fisher_vs_kl_hessian(c=1)

@@ -10,6 +10,7 @@ Compute functions (tensors in, dicts out, seeded, float64 where round-off matter
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -378,3 +379,51 @@ def plot_collapse_demo(fig, r) -> Update:
 
     update(r)
     return update
+
+
+# -- the second-order myth: what K-FAC approximates ---------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class FisherCheck:
+    """A softmax regression p(y | x) = softmax(W x), W: (C, D), on n inputs, with its parameters flattened
+    row-major (index c * D + d). `fisher`: E_x E_{y ~ p} [g g^T] with g = d log p(y | x) / d vec(W); `kl_hessian`:
+    the Hessian of E_x KL(p_W || p_W') in W' at W' = W; `kfac`: K-FAC's factorised block E[x x^T] (x) E[G] with
+    G = diag(p) - p p^T, laid out like the others. All (C D, C D)."""
+    fisher: torch.Tensor
+    kl_hessian: torch.Tensor
+    kfac: torch.Tensor
+
+    @property
+    def kfac_error(self) -> float:
+        """||K-FAC - F|| / ||F|| (Frobenius): what assuming x and G independent costs on this data."""
+        return float((self.kfac - self.fisher).norm() / self.fisher.norm())
+
+
+def fisher_vs_kl_hessian(n: int = 64, d: int = 5, c: int = 4, seed: int = 0) -> FisherCheck:
+    """The Fisher of a softmax regression three ways: by its definition, as the KL's Hessian (autograd), and
+    K-FAC's Kronecker approximation. In float64 so that the first two agree to rounding."""
+    n, d, c = int_in("n", n, 1, 4096), int_in("d", d, 1, 64), int_in("c", c, 2, 64)
+    g = torch.Generator().manual_seed(int(seed))
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    w0 = torch.randn(c, d, generator=g, dtype=torch.float64)
+    p = torch.softmax(x @ w0.T, -1)                                     # (n, C)
+    # d log p(y|x) / dW[c', :] = (1[y = c'] - p_c') x  ->  per-class gradient (n, C_y, C, D), flattened to (n, C, C D)
+    eye = torch.eye(c, dtype=torch.float64)
+    grads = ((eye[None] - p[:, None, :])[..., None] * x[:, None, None, :]).reshape(n, c, c * d)
+    fisher = torch.einsum("ny,nyi,nyj->ij", p, grads, grads) / n
+
+    def kl(w_flat: torch.Tensor) -> torch.Tensor:
+        logq = torch.log_softmax(x @ w_flat.reshape(c, d).T, -1)
+        return (p * (p.log() - logq)).sum(-1).mean()
+
+    hess = torch.autograd.functional.hessian(kl, w0.reshape(-1))       # (C D, C D)
+    gmat = (torch.diag_embed(p) - p[:, :, None] * p[:, None, :]).mean(0)  # E[G]: (C, C)
+    xx = x.T @ x / n                                                     # E[x x^T]: (D, D)
+    kfac = torch.kron(gmat, xx)   # row-major vec(W): the class index is the outer one
+    return FisherCheck(fisher, hess, kfac)
+
+
+def kfac_storage(d_in: int, d_out: int) -> dict[str, int]:
+    """Entries stored for one linear layer's Fisher block: in full, (d_in d_out)^2; K-FAC's two factors,
+    d_in^2 + d_out^2."""
+    d_in, d_out = int_in("d_in", d_in, 1, 1 << 20), int_in("d_out", d_out, 1, 1 << 20)
+    return {"full": (d_in * d_out) ** 2, "kfac": d_in ** 2 + d_out ** 2}
