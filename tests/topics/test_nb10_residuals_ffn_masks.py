@@ -10,6 +10,8 @@ import torch  # noqa: E402
 
 from qalib.lab.data import CLS, IGNORE, N_SPECIAL  # noqa: E402
 from qalib.nn.attention import attention  # noqa: E402
+from qalib.nn.config import MiniBertConfig  # noqa: E402
+from qalib.nn.model import MiniBert  # noqa: E402
 from qalib.tools.testing import finite_values  # noqa: E402
 from qalib.topics.nb10_residuals_ffn_masks import compute as bp  # noqa: E402
 from qalib.topics.nb10_residuals_ffn_masks import experiment as be  # noqa: E402
@@ -229,3 +231,26 @@ def test_a_reference_seed_trains_both_variants_on_its_own_held_out_batches():
     out = E.reference_seed(0, steps=2, init_std=0.02, lr=1e-2)
     assert set(out) == set(E.VARIANTS)
     assert all(0 <= out[v]["accuracy"] <= 1 and out[v]["eval_loss"] > 0 for v in E.VARIANTS)
+
+
+def test_stream_contributions_split_a_post_norm_output_exactly_and_refuse_other_layouts():
+    torch.manual_seed(0)
+    model = MiniBert(bp.block_config(n_layers=3, init_std=0.2)).eval()
+    with torch.no_grad():                                   # gammas away from 1, so the gains differ
+        for layer in model.layers:
+            layer.attention_norm.weight.uniform_(0.2, 3.0)
+            layer.ffn_norm.bias.normal_()
+    ids = torch.randint(N_SPECIAL, 32, (1, 9))
+    r = bp.stream_contributions(model, ids)
+    assert r.names[0] == "embeddings" and r.names[-1] == "LayerNorm biases" and len(r.names) == 2 + 2 * 3
+    assert r.components.shape == (8, 9, 32) and r.gains.shape == (8, 32)
+    assert torch.allclose(r.components.sum(0), model(ids).last_hidden_state[0], atol=1e-5)
+    assert torch.allclose(r.shares.sum(0), torch.ones(9), atol=1e-5)
+    assert torch.allclose(r.gains[-2], model.layers[-1].ffn_norm.weight.abs())   # the last FFN: one norm after it
+    assert r.gain_spread("attention 0") > r.gain_spread("FFN 2") >= 1
+    with pytest.raises(ValueError, match="one sentence"):
+        bp.stream_contributions(model, ids.expand(2, -1))
+    pre = MiniBert(MiniBertConfig(vocab_size=32, d_model=32, n_layers=1, n_heads=4, d_ff=64, max_len=32,
+                                  norm_placement="pre")).eval()
+    with pytest.raises(ValueError, match="post-norm"):
+        bp.stream_contributions(pre, ids)

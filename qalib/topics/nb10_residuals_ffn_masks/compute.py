@@ -13,6 +13,7 @@ Compute functions (tensors or numbers in, dicts out) and plots `plot_x(fig, resu
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 import functools
 import math
 import time
@@ -494,3 +495,64 @@ def plot_residual_view(fig, results: dict) -> Update:
 
     update(results)
     return update
+
+
+# -- the residual stream, read as a sum: what each sublayer contributes to the output ----------------------------
+@dataclass(frozen=True)
+class StreamContributions:
+    """A post-norm model's output for one sentence, written exactly as a sum of what each part wrote.
+
+    With every LayerNorm's per-token mean and std frozen at their values in the forward pass, LN(y) = g (y - mu) / s
+    + b is affine in y, so the output splits into one term per writer: the embeddings, each attention and FFN
+    update, and the LayerNorm biases. components: (K, T, d) in the order of `names`; output: (T, d) the model's
+    last hidden state; gains: (K, d) the product of |gamma| over the LayerNorms applied after each writer (how much
+    the later norms stretch each feature of what it wrote, before the per-token 1 / s)."""
+    names: tuple[str, ...]
+    components: torch.Tensor
+    output: torch.Tensor
+    gains: torch.Tensor
+
+    @property
+    def shares(self) -> torch.Tensor:
+        """(K, T): each writer's projection on the output, <c_k, h> / ||h||^2, per token; they sum to 1."""
+        h = self.output
+        return (self.components * h).sum(-1) / (h * h).sum(-1)
+
+    def gain_spread(self, name: str) -> float:
+        """How unevenly the later norms stretch `name`'s features: the 90th over the 10th percentile of its gains."""
+        g = self.gains[self.names.index(name)]
+        return float(torch.quantile(g, 0.9) / torch.quantile(g, 0.1))
+
+
+@torch.no_grad()
+def stream_contributions(model: MiniBert, input_ids: torch.Tensor) -> StreamContributions:
+    """Split a post-norm MiniBert's last hidden state for one unpadded sentence (input_ids (1, T)) into what the
+    embeddings, every attention and FFN sublayer, and the LayerNorm biases wrote (StreamContributions)."""
+    if model.cfg.norm_placement != "post" or model.cfg.norm != "layer" or not model.cfg.residual:
+        raise ValueError("stream_contributions follows a post-norm model with residuals and LayerNorm (BERT's layout)")
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids must be one sentence, shape (1, T); got {tuple(input_ids.shape)}")
+    out = model(input_ids, return_internals=True)
+    x = out.internals["embeddings.out"][0]                                   # (T, d)
+    names, parts, gains = ["embeddings"], [x], [torch.ones(x.shape[-1])]
+    bias = torch.zeros_like(x)
+
+    def normalise(norm, stream):
+        """Apply `norm` to the stream and, with its statistics frozen, to every part and the bias sum."""
+        nonlocal bias
+        s = (stream.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()  # (T, 1): the per-token std
+        centre = lambda c: (c - c.mean(-1, keepdim=True)) / s * norm.weight  # noqa: E731
+        parts[:] = [centre(c) for c in parts]
+        gains[:] = [gn * norm.weight.abs() for gn in gains]
+        bias = centre(bias) + norm.bias
+        return norm(stream)
+
+    for i, layer in enumerate(model.layers):
+        a = layer.attention(x[None], None)[0]                                 # (T, d)
+        names.append(f"attention {i}"); parts.append(a); gains.append(torch.ones_like(gains[0]))
+        x = normalise(layer.attention_norm, x + a)
+        f = layer.ffn(x[None])[0]
+        names.append(f"FFN {i}"); parts.append(f); gains.append(torch.ones_like(gains[0]))
+        x = normalise(layer.ffn_norm, x + f)
+    names.append("LayerNorm biases"); parts.append(bias); gains.append(torch.ones_like(gains[0]))
+    return StreamContributions(tuple(names), torch.stack(parts), out.last_hidden_state[0], torch.stack(gains))

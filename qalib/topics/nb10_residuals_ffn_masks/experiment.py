@@ -26,7 +26,7 @@ from qalib.nn.model import MiniBert
 from qalib.nn.validate import int_in, seed_list
 from qalib.notebook.claims import above, at_least, below, check
 from qalib.notebook.drawing import budget_axis, decade_ticks, seed_band, seeds_and_median
-from qalib.topics.nb10_residuals_ffn_masks.compute import block_config
+from qalib.topics.nb10_residuals_ffn_masks.compute import block_config, stream_contributions
 
 VARIANTS = {"with residual": True, "without residual": False}
 
@@ -266,3 +266,38 @@ REFERENCES = [
         lesson="whether a 6-layer mini-BERT without residuals learns the lookup task given 2000 steps, at BERT's init "
                "and at std 0.2, against the same model with residuals, over 10 seeds", claims=reference_claims),
 ]
+
+
+STREAM_TEXTS = ("The quick brown fox jumps over the lazy dog near the river bank.",
+                "She sold her old car and bought a bicycle instead.",
+                "Interest rates rose again this quarter, surprising most analysts.",
+                "My grandmother grows tomatoes in the garden every summer.",
+                "The committee postponed the vote until next week.",
+                "A small boat drifted slowly across the calm lake at dawn.")
+
+
+@dataclass(frozen=True)
+class StreamShares:
+    """stream_contributions over several sentences. shares: (S, K) each writer's share of the output in each
+    sentence's median token; error: the largest |sum of the parts - output| over all sentences, relative to the
+    largest |output|; gain_spread: {writer: 90th / 10th percentile of the later norms' |gamma| product}."""
+    names: tuple[str, ...]
+    shares: np.ndarray
+    error: float
+    gain_spread: dict[str, float]
+
+    def share(self, *names: str) -> np.ndarray:
+        """(S,) the summed share of the named writers in each sentence."""
+        return self.shares[:, [self.names.index(n) for n in names]].sum(1)
+
+
+@one_thread()
+def minilm_stream_shares(model: MiniBert, tok, texts=STREAM_TEXTS) -> StreamShares:
+    """What the embeddings, each sublayer and the LayerNorm biases contribute to MiniLM's output, per sentence."""
+    rows, err = [], 0.0
+    for text in texts:
+        r = stream_contributions(model, tok(text)["input_ids"])
+        err = max(err, float((r.components.sum(0) - r.output).abs().max() / r.output.abs().max()))
+        rows.append(r.shares.median(dim=1).values.numpy())
+    spread = {n: r.gain_spread(n) for n in r.names if n != "LayerNorm biases"}
+    return StreamShares(r.names, np.stack(rows), err, spread)
