@@ -209,3 +209,30 @@ def test_minilm_logit_sizes_decomposes_every_logit_into_norms_and_a_cosine():
     enc["attention_mask"][0, -1] = 0
     with pytest.raises(ValueError, match="unpadded"):
         ne.minilm_logit_sizes(model, enc)
+
+
+def test_per_channel_batchnorm_keeps_a_shifted_image_equivariant_and_per_location_statistics_do_not():
+    from qalib.topics.nb06_layernorm_vs_batchnorm.compute import conv_norm_shift, per_location_norm
+    r = conv_norm_shift(batch=4, channels=2, size=8, shift=(1, 2), seed=3)
+    assert r.equivariance_error["per channel"] < 1e-12
+    assert r.equivariance_error["per location"] > 0.1
+    assert r.values_per_statistic == {"per channel": 4 * 8 * 8, "per location": 4}
+    y = torch.randn(5, 3, 4, 4, dtype=torch.float64)
+    z = per_location_norm(y)
+    assert torch.allclose(z.mean(0), torch.zeros(3, 4, 4, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(z.var(0, unbiased=False), torch.ones(3, 4, 4, dtype=torch.float64), atol=1e-3)  # eps 1e-5
+    with pytest.raises(ValueError):
+        conv_norm_shift(batch=1)
+
+
+def test_stream_growth_reads_norm_ratios_and_attention_peaks_per_layer():
+    from qalib.nn.model import MiniBert
+    from qalib.topics.nb06_layernorm_vs_batchnorm.experiment import experiment_setup, stream_growth
+    cfg, _, task = experiment_setup()
+    torch.manual_seed(0)
+    models = [MiniBert(cfg.replace(norm=n)) for n in ("layer", "none")]
+    g = stream_growth(models, task, n_sentences=16)
+    assert g.growth.shape == g.peak.shape == (2, cfg.n_layers)
+    assert np.all(g.growth > 0) and np.all((g.peak > 0) & (g.peak <= 1))
+    t = 14   # the padded length: a query's largest weight is at least 1 / (its real keys) >= 1 / t
+    assert np.all(g.peak >= 1 / t - 1e-6)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -314,3 +315,45 @@ def plot_running_stats(fig, r) -> Update:
 
     update(r)
     return update
+
+
+# -- BatchNorm in a CNN: one mean and variance per channel, over images and locations -----------------------------
+@dataclass(frozen=True)
+class ConvNormShift:
+    """A 3x3 convolution (circular padding) followed by a normalisation, applied to a batch of images, then again
+    with the first image shifted by (dy, dx) and the others left where they were. `equivariance_error`: for that
+    image, max |f(shift(x))_0 - shift(f(x)_0)| per normaliser
+    ("per channel": nn.BatchNorm2d, statistics over images and locations; "per location": one mean and variance per
+    (channel, row, column), over the images only). `values_per_statistic`: how many numbers each mean is taken
+    over."""
+    equivariance_error: dict[str, float]
+    values_per_statistic: dict[str, int]
+
+
+def per_location_norm(y: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Normalise (N, C, H, W) over the images only: one mean and variance per (channel, row, column)."""
+    mean, var = y.mean(0, keepdim=True), y.var(0, unbiased=False, keepdim=True)   # (1, C, H, W) each
+    return (y - mean) / (var + eps).sqrt()
+
+
+@torch.no_grad()
+def conv_norm_shift(batch: int = 8, channels: int = 4, size: int = 16, shift: tuple[int, int] = (3, 5),
+                    seed: int = 0) -> ConvNormShift:
+    """Does conv + norm commute with shifting one image of the batch? (Ioffe & Szegedy's "convolutional property":
+    a feature is normalised the same way wherever it appears). Float64."""
+    batch, channels = int_in("batch", batch, 2, 512), int_in("channels", channels, 1, 64)
+    size = int_in("size", size, 3, 256)
+    g = torch.Generator().manual_seed(int(seed))
+    x = torch.randn(batch, 1, size, size, generator=g, dtype=torch.float64)
+    conv = torch.nn.Conv2d(1, channels, 3, padding=1, padding_mode="circular").double()
+    with torch.random.fork_rng():
+        torch.manual_seed(int(seed))
+        conv.reset_parameters()
+    bn = torch.nn.BatchNorm2d(channels).double().train()      # batch statistics, per channel
+    roll = lambda t: torch.roll(t, shifts=shift, dims=(2, 3))  # noqa: E731
+    moved = x.clone()
+    moved[:1] = roll(x[:1])                                    # only the first image moves
+    err = {}
+    for name, norm in (("per channel", bn), ("per location", per_location_norm)):
+        err[name] = float((norm(conv(moved))[:1] - roll(norm(conv(x))[:1])).abs().max())
+    return ConvNormShift(err, {"per channel": batch * size * size, "per location": batch})

@@ -577,3 +577,30 @@ REFERENCES = [
         lesson="how the five norms train and what BatchNorm costs outside its batch, at three budgets and two "
                "initialisations, over 20 paired seeds", claims=reference_claims),
 ]
+
+
+@dataclass(frozen=True)
+class StreamGrowth:
+    """Inside trained models, on held-out sentences (real tokens only), per model (rows) and layer (columns):
+    growth, the mean norm of the layer's output over that of the embeddings' output; peak, the mean largest
+    attention probability of a query (1 = one key takes everything, 1/T = uniform)."""
+    growth: np.ndarray
+    peak: np.ndarray
+
+
+@torch.no_grad()
+def stream_growth(models: list, task: PaddedMLMTask, n_sentences: int = 256, seed: int = HELD_OUT) -> StreamGrowth:
+    """How big the residual stream gets, layer by layer, and how peaked attention is, in each trained model."""
+    batch = task.batch(n_sentences, torch.Generator().manual_seed(seed))
+    inputs = batch.model_inputs()
+    keep = inputs["attention_mask"].bool()                                  # (B, T)
+    growth, peak = [], []
+    for model in models:
+        model.eval()
+        inner = model(**inputs, return_internals=True).internals
+        base = inner["embeddings.out"][keep].norm(dim=-1).mean()
+        layers = range(model.cfg.n_layers)
+        growth.append([float(inner[f"layer{i}.hidden"][keep].norm(dim=-1).mean() / base) for i in layers])
+        rows = keep[:, None, :].expand(-1, model.cfg.n_heads, -1)          # (B, H, T): real queries
+        peak.append([float(inner[f"layer{i}.probs"].amax(-1)[rows].mean()) for i in layers])
+    return StreamGrowth(np.array(growth), np.array(peak))
