@@ -177,6 +177,10 @@ def test_position_parameters_keep_their_names_and_places(pos):
             expected.append("embeddings.position_embeddings.weight")
         if pos in ("shaw", "relative_key_query") and name.endswith(".attention.output.bias"):
             expected.append(name.replace(".output.bias", ".position.distance_embedding.weight"))
+        if pos.startswith(("huang", "transformer_xl")) and name.endswith(".attention.output.bias"):
+            own = {"huang_unsigned_scalar": ["scalars"], "huang_signed_scalar": ["scalars"], "huang_vector": ["vectors"],
+                   "transformer_xl": ["w_r", "u", "v"], "transformer_xl_no_bias": ["w_r"]}[pos]
+            expected += [name.replace(".output.bias", f".position.{p}") for p in own]
     assert _parameter_names(pos) == expected
     assert list(MiniBert(BASE.replace(pos=pos)).state_dict()) == expected
 

@@ -16,7 +16,8 @@ from qalib.nn.validate import sinusoid_base
 
 Scaling = Literal["inv_sqrt_dk", "none", "inv_dk"]
 AttnScale = Union[Scaling, float]
-Positions = Literal["learned", "sinusoidal", "none", "shaw", "relative_key_query", "rotary", "alibi"]
+Positions = Literal["learned", "sinusoidal", "none", "shaw", "relative_key_query", "huang_unsigned_scalar",
+                    "huang_signed_scalar", "huang_vector", "transformer_xl", "transformer_xl_no_bias", "rotary", "alibi"]
 EmbedScale = Literal["none", "sqrt_d"]
 EmbedCombine = Literal["sum", "concat"]
 QKProjection = Literal["separate", "shared"]
@@ -25,6 +26,8 @@ NormPlacement = Literal["post", "pre"]
 Activation = Literal["gelu", "gelu_tanh", "relu"]
 # the schemes a decoder with a KV cache can use: a table row per absolute position, so a new token needs
 # only its own row (tests/test_decoder.py checks this against qalib.nn.positions.ABSOLUTE_POSITIONS)
+# the schemes whose score term reads the keys as well as the queries (so keys and queries need the same heads)
+KEY_IN_BIAS = ("relative_key_query", "huang_unsigned_scalar", "huang_signed_scalar", "huang_vector", "transformer_xl")
 DecoderPositions = Literal["learned", "sinusoidal", "none"]
 
 SCALINGS = get_args(Scaling)  # the named attn_scale choices (a number > 0 is the other kind)
@@ -46,7 +49,7 @@ class MiniBertConfig:
     # design choices, one field each
     attn_scale: AttnScale = "inv_sqrt_dk"  # Vaswani sec. 3.2.1; or "none", "inv_dk", or a number > 0
     pos: Positions = "learned"             # BERT learns its positions; the paper used sinusoids
-    rel_clip: int = 16                     # Shaw et al.'s k for shaw / relative_key_query
+    rel_clip: int = 16                     # Shaw et al.'s k for shaw / relative_key_query / huang_*
     pos_base: float = 10000.0              # base of the sinusoid (and of rotary's frequencies)
     embed_scale: EmbedScale = "none"       # original Transformer: word embeddings * sqrt(d_model) (sec. 3.4)
     embed_combine: EmbedCombine = "sum"    # BERT sums; "concat" concatenates the parts, then projects
@@ -90,9 +93,9 @@ class MiniBertConfig:
         _check_choice(cls, "activation", self.activation, Activation)
         if self.kv_heads != self.n_heads and self.qk == "shared":
             raise ValueError(f"{cls}.qk='shared' needs n_kv_heads == n_heads: k = q has one head per query head")
-        if self.kv_heads != self.n_heads and self.pos == "relative_key_query":
-            raise ValueError(f"{cls}.pos='relative_key_query' needs n_kv_heads == n_heads: its key term k_j . a_ij "
-                             "is added to every query head's scores")
+        if self.kv_heads != self.n_heads and self.pos in KEY_IN_BIAS:
+            raise ValueError(f"{cls}.pos={self.pos!r} needs n_kv_heads == n_heads: its position term reads the keys "
+                             "and is added to every query head's scores")
         if isinstance(self.attn_scale, str):
             _check_choice(cls, "attn_scale", self.attn_scale, Scaling)
         elif not (isinstance(self.attn_scale, (int, float)) and not isinstance(self.attn_scale, bool)
@@ -104,8 +107,8 @@ class MiniBertConfig:
             raise ValueError(f"{cls}.dropout must be in [0, 1), got {self.dropout!r}")
         if self.pos in ("sinusoidal",) and self.d_model % 2:
             raise ValueError(f"{cls}.pos='sinusoidal' needs an even d_model (sin and cos pairs), got {self.d_model}")
-        if self.pos == "rotary" and self.d_head % 2:
-            raise ValueError(f"{cls}.pos='rotary' needs an even head size, got d_model/n_heads = {self.d_head}")
+        if self.pos in ("rotary", "transformer_xl", "transformer_xl_no_bias") and self.d_head % 2:
+            raise ValueError(f"{cls}.pos={self.pos!r} needs an even head size, got d_model/n_heads = {self.d_head}")
         if not isinstance(self.rel_clip, int) or isinstance(self.rel_clip, bool) or self.rel_clip < 0:
             raise ValueError(f"{cls}.rel_clip must be an int >= 0, got {self.rel_clip!r}")
         sinusoid_base(f"{cls}.pos_base", self.pos_base)

@@ -223,6 +223,110 @@ class KeyQueryRelative(ShawRelative):
         return super().score_bias(q, k, a) + torch.einsum("bhjd,ijd->bhij", k, a)  # + k_j . a_ij
 
 
+class HuangScalar(RelativePosition):
+    """Huang et al. 2020 methods 1 and 2: the content score itself is scaled by a learned scalar per clipped
+    distance and head, e_ij = (q_i . k_j) a_ij. Method 1 reads the unsigned distance |j - i| (k + 1 scalars per
+    head), method 2 the signed offset j - i (2k + 1). The scalars start at 1, so an untrained layer scores like one
+    without positions (an initialisation the paper does not state; 0 would erase the content score)."""
+
+    signed = True
+
+    def __init__(self, n_heads: int, clip: int) -> None:
+        super().__init__()
+        self.clip = clip
+        self.scalars = nn.Parameter(torch.ones(n_heads, 2 * clip + 1 if self.signed else clip + 1))
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "HuangScalar":
+        return cls(cfg.n_heads, cfg.rel_clip)
+
+    def index(self, t: int) -> torch.Tensor:
+        """(T, T) the scalar each (query, key) pair reads."""
+        off = relative_offsets(t, self.scalars.device).clamp(-self.clip, self.clip)
+        return off + self.clip if self.signed else off.abs()
+
+    def forward(self, q, k, scale):
+        a = self.scalars[:, self.index(q.shape[-2])].to(q.dtype)          # (H, T, T)
+        content = q @ k.transpose(-1, -2)                                  # (B, H, T, T)
+        return q, k, content * (a - 1) * scale                             # content * a, as a bias on content
+
+
+class HuangUnsigned(HuangScalar):
+    """Huang et al. 2020 method 1: one scalar per unsigned distance |j - i| (clipped) and head."""
+
+    signed = False
+
+
+class HuangVector(RelativePosition):
+    """Huang et al. 2020 method 3: a learned vector per clipped offset meets query and key in one three-way
+    product, e_ij = sum_d q_id k_jd a_ij,d (shared across heads, like ShawRelative's table). The vectors start at
+    1 (a parameter, not an nn.Embedding, so the model's weight initialisation leaves them there): an untrained
+    layer scores like one without positions."""
+
+    def __init__(self, d_head: int, clip: int) -> None:
+        super().__init__()
+        self.clip = clip
+        self.vectors = nn.Parameter(torch.ones(2 * clip + 1, d_head))
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "HuangVector":
+        return cls(cfg.d_head, cfg.rel_clip)
+
+    def table(self, t: int) -> torch.Tensor:
+        idx = relative_offsets(t, self.vectors.device).clamp(-self.clip, self.clip) + self.clip
+        return self.vectors[idx]  # (T, T, d_head)
+
+    def forward(self, q, k, scale):
+        a = self.table(q.shape[-2]).to(q.dtype)
+        # sum_d q_id k_jd (a_ijd - 1): the three-way product minus the content score the layer adds anyway
+        return q, k, torch.einsum("bhid,bhjd,ijd->bhij", q, k, a - 1) * scale
+
+
+class TransformerXLRelative(RelativePosition):
+    """Dai et al. 2019 (Transformer-XL, sec. 3.3): a sinusoid R of the offset i - j, projected per head by a learned
+    W_R, and two learned per-head biases u, v in place of the query's absolute-position term:
+    e_ij = q_i . k_j + q_i . W_R R_{i-j} + u . k_j + v . W_R R_{i-j}. Unclipped: any length works.
+    with_biases=False keeps only the first two terms (u = v = 0), the variant Huang et al. trained after finding the
+    biases unstable. u and v start at 0, as zero-initialised biases."""
+
+    with_biases = True
+
+    def __init__(self, n_heads: int, d_head: int) -> None:
+        super().__init__()
+        if d_head % 2:
+            raise ValueError(f"transformer_xl needs an even d_head for its sinusoid, got {d_head}")
+        self.d_head = d_head
+        self.w_r = nn.Parameter(torch.randn(n_heads, d_head, d_head) * d_head ** -0.5)
+        self.u = nn.Parameter(torch.zeros(n_heads, d_head)) if self.with_biases else None
+        self.v = nn.Parameter(torch.zeros(n_heads, d_head)) if self.with_biases else None
+
+    @classmethod
+    def from_config(cls, cfg: MiniBertConfig) -> "TransformerXLRelative":
+        return cls(cfg.n_heads, cfg.d_head)
+
+    def position_keys(self, t: int, device=None, dtype=None) -> torch.Tensor:
+        """W_R R_{i-j} for every (query i, key j): (H, T, T, d_head)."""
+        off = -relative_offsets(t, device)                                  # (T, T): i - j
+        inv = frequencies(self.d_head).to(device)                           # (d_head / 2,)
+        ang = off[..., None].float() * inv                                  # (T, T, d_head / 2)
+        r = torch.stack([ang.sin(), ang.cos()], -1).flatten(-2)             # (T, T, d_head), interleaved
+        return torch.einsum("ijd,hed->hije", r.to(dtype or self.w_r.dtype), self.w_r.to(dtype or self.w_r.dtype))
+
+    def forward(self, q, k, scale):
+        pk = self.position_keys(q.shape[-2], q.device, q.dtype)             # (H, T, T, d_head)
+        bias = torch.einsum("bhid,hijd->bhij", q, pk)                       # q_i . W_R R_{i-j}
+        if self.with_biases:
+            bias = bias + torch.einsum("hd,bhjd->bhj", self.u.to(q.dtype), k)[:, :, None, :]   # u . k_j
+            bias = bias + torch.einsum("hd,hijd->hij", self.v.to(q.dtype), pk)[None]           # v . W_R R_{i-j}
+        return q, k, bias * scale
+
+
+class TransformerXLNoBias(TransformerXLRelative):
+    """Transformer-XL's relative scores without u and v."""
+
+    with_biases = False
+
+
 class Rotary(RelativePosition):
     """Su et al. 2021 (RoPE): rotate each pair of q and k dimensions by an angle proportional to the
     position, so q_m . k_n depends on positions only through n - m. No parameters, no bias."""
@@ -307,6 +411,11 @@ POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
     "none": NoPositions,
     "shaw": ShawRelative,
     "relative_key_query": KeyQueryRelative,
+    "huang_unsigned_scalar": HuangUnsigned,
+    "huang_signed_scalar": HuangScalar,
+    "huang_vector": HuangVector,
+    "transformer_xl": TransformerXLRelative,
+    "transformer_xl_no_bias": TransformerXLNoBias,
     "rotary": Rotary,
     "alibi": ALiBi,
 }

@@ -189,3 +189,20 @@ def test_the_alibi_reference_reads_per_rung():
     assert len(t) == 4 and all(v["acc"].shape == v["acc_2L"].shape == (8,) for v in t.values())
     out = E.reference_seed(0, steps=2, lr=3e-3, n_layers=2)
     assert set(out) == {"acc", "acc_2L"} and all(0 <= x <= 1 for x in out.values())
+
+
+def test_largest_learned_rate_is_the_highest_rate_index_over_the_bar():
+    from qalib.topics.nb08_relative_positions.experiment import largest_learned_rate
+    acc = np.array([[1.0, 1.0, 0.5, 0.1],     # learned at the first two rates
+                    [1.0, 0.3, 0.95, 0.2],    # not monotone: the highest index that learned counts
+                    [0.1, 0.1, 0.1, 0.1]])    # learned at none
+    assert largest_learned_rate(acc).tolist() == [1, 2, -1]
+
+
+def test_scores_by_formula_refuses_schemes_it_does_not_know():
+    from qalib.nn.config import MiniBertConfig
+    from qalib.nn.model import MiniBert
+    from qalib.topics.nb08_relative_positions.experiment import scores_by_formula
+    m = MiniBert(MiniBertConfig(vocab_size=32, d_model=32, n_layers=1, n_heads=4, d_ff=64, pos="shaw"))
+    with pytest.raises(ValueError, match="Transformer-XL"):
+        scores_by_formula(m, torch.randint(5, 32, (1, 6)))

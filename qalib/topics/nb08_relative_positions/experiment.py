@@ -389,6 +389,85 @@ def extrapolation_claims(ref) -> None:
           {"d = 32 at 2L": val(narrow, "rotary", "acc_2L"), "d = 64 at 2L": val(wide, "rotary", "acc_2L")})
 
 
+def xl_bias_claims(ref) -> None:
+    """The checks notebook 08 makes on the Transformer-XL reference (the runner makes them on every regeneration)."""
+    for rung in ref.rungs.values():
+        acc = {v: rung.values(v, "acc") for v in XL_VARIANTS}                          # (seeds, rates) each
+        print(f"{rung.name}: seeds that learned at rates {list(XL_LRS)}:",
+              {v: (a > XL_LEARNED).sum(0).tolist() for v, a in acc.items()})
+        diff = paired_difference(largest_learned_rate(acc["transformer_xl"]),
+                                 largest_learned_rate(acc["transformer_xl_no_bias"]), "with u, v", "without")
+        check(f"{rung.name}: removing u and v does not let seeds learn at higher rates: the largest rate at which a "
+              f"seed learns, with minus without, has a 95% interval above -1 step of the grid ({diff})",
+              above(diff.low, -1), diff.diffs)
+
+
+
+
+@torch.no_grad()
+def scores_by_formula(model: MiniBert, input_ids: torch.Tensor, layer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer `layer`'s scaled scores recomputed from its own q, k and position parameters by the paper's formula,
+    for Huang et al.'s methods 1-3 and Transformer-XL (with or without u, v). -> (by the formula, from the model),
+    each (B, H, T, T)."""
+    pos = model.cfg.pos
+    inner = model(input_ids, return_internals=True).internals
+    q, k, s = inner[f"layer{layer}.q"], inner[f"layer{layer}.k"], inner[f"layer{layer}.scores"]
+    scheme, t = model.layers[layer].attention.position, q.shape[-2]
+    off = torch.arange(t)[None, :] - torch.arange(t)[:, None]                 # (T, T): j - i
+    clip = model.cfg.rel_clip
+    content = q @ k.transpose(-1, -2)                                         # (B, H, T, T)
+    if pos == "huang_unsigned_scalar":                                        # method 1: (q.k) a_|j-i|
+        raw = content * scheme.scalars[:, off.abs().clamp(max=clip)]
+    elif pos == "huang_signed_scalar":                                        # method 2: (q.k) a_(j-i)
+        raw = content * scheme.scalars[:, off.clamp(-clip, clip) + clip]
+    elif pos == "huang_vector":                                               # method 3: sum_d q_d k_d a_(j-i),d
+        raw = torch.einsum("bhid,bhjd,ijd->bhij", q, k, scheme.vectors[off.clamp(-clip, clip) + clip])
+    elif pos.startswith("transformer_xl"):                                    # Dai et al.: (a) + (b) + (c) + (d)
+        pk = scheme.position_keys(t)                                          # (H, T, T, d_head): W_R R_(i-j)
+        raw = content + torch.einsum("bhid,hijd->bhij", q, pk)
+        if scheme.with_biases:
+            raw = raw + torch.einsum("hd,bhjd->bhj", scheme.u, k)[:, :, None, :] + torch.einsum("hd,hijd->hij", scheme.v, pk)
+    else:
+        raise ValueError(f"scores_by_formula knows Huang's methods 1-3 and Transformer-XL, not pos={pos!r}")
+    return raw * model.cfg.scale, s
+
+
+# -- Transformer-XL's u and v: do they make training unstable? ------------------------------------------------------
+XL_VARIANTS = ("transformer_xl", "transformer_xl_no_bias")
+XL_LRS = (1e-2, 2e-2, 3e-2, 5e-2)   # Adam's rate, 10 warm-up steps; the live probe trains at 1e-2
+XL_LEARNED = 0.9                    # accuracy on the previous-token copy (chance 1/11) that counts as learned
+
+
+@one_thread()
+def xl_bias_seed(seed: int, steps: int, lrs=XL_LRS) -> dict:
+    """One seed of the Transformer-XL comparison: the one-layer previous-token probe with Dai et al.'s relative
+    scores, with and without their biases u and v, trained at each rate of `lrs` from the same initial weights'
+    draw and batches. -> {variant: {"acc": [held-out accuracy per rate], "rise": [largest rise of the training loss
+    above its running minimum, per rate]}}"""
+    setup = ProbeSetup(steps=steps)
+    out = {}
+    for pos in XL_VARIANTS:
+        acc, rise = [], []
+        for lr in lrs:
+            torch.manual_seed(seed)
+            model = MiniBert(setup.config(pos))
+            hist = train(model, setup.task(), TrainConfig(steps=steps, batch_size=setup.batch_size, lr=lr, warmup=10,
+                                                          seed=seed, log_every=1, device="cpu"))
+            loss = np.asarray(hist.loss)
+            rise.append(float((loss - np.minimum.accumulate(loss)).max()))
+            acc.append(evaluate(model, setup.task(), n_batches=2, batch_size=128, seed=HELD_OUT + seed)["accuracy"])
+        out[pos] = {"acc": acc, "rise": rise}
+    return out
+
+
+def largest_learned_rate(acc: np.ndarray) -> np.ndarray:
+    """(seeds, rates) accuracies -> (seeds,) the index of the largest rate of the grid at which the seed learned
+    (-1 if at none): higher is more stable."""
+    ok = np.asarray(acc) > XL_LEARNED
+    idx = np.where(ok, np.arange(ok.shape[1])[None, :], -1)
+    return idx.max(1)
+
+
 REFERENCES = [
     ReferenceSpec(
         "08_relative_positions", "alibi_layers", reference_seed, seeds=8,
@@ -411,4 +490,10 @@ REFERENCES = [
         rungs=(Rung("d = 32, 200 steps (live)", scale=1), Rung("d = 64, 800 steps", scale=4)),
         lesson="which schemes learn the 2-back copy at length L and keep it at 2L, at the live size and at twice the "
                "width with 4x the steps, over 8 seeds", claims=extrapolation_claims),
+    ReferenceSpec(
+        "08_relative_positions", "xl_biases", xl_bias_seed, seeds=16,
+        rungs=(Rung("200 steps (live)", steps=200), Rung("800 steps", steps=800)),
+        lesson="whether Transformer-XL's biases u and v make the previous-token probe less stable as the learning "
+               "rate rises, with and without them from the same weights and batches, over 16 seeds",
+        claims=xl_bias_claims),
 ]
