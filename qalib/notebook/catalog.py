@@ -434,6 +434,14 @@ CATALOG = [
           formula=r"full: $n^2$ scores; window $\pm r$: $n(2r+1)$; reach after $L$ layers: $L\,r$; via a global token: 2 hops",
           number="BERT, Appendix A.2: length 128 for 90% of the steps, 512 for the rest, 'to learn the positional embeddings'",
           longer_answer=("The 512 is the size of a table. BERT adds a learned vector for each position, and its checkpoint holds 512 rows (MiniLM's too, checked here). BERT trained at 128 tokens for 90% of its steps and at 512 for the rest, citing attention's quadratic cost (Appendix A.2). Yet at 512 the $n\\times n$ products are about a tenth of a BERT-base layer's multiply-adds ($n/6d$); what grows fastest is the memory of the stored scores, which a fused kernel such as FlashAttention removes while the FLOPs stay $2n^2d$. Longformer and BigBird cut the arithmetic itself: a sliding window, global tokens such as [CLS], and in BigBird random keys, $O(n)$ scores for fixed sizes, with position rows trained on long documents. A window of $\\pm r$ moves information $r$ positions per layer; a global token joins any two positions in two layers. In this notebook's toy, two windowed layers learned exactly the 8 positions their mask reaches, and a window plus [CLS] carried a token 31 positions in two layers, though not in every seed.")),
+    Entry("20_patches_as_tokens.ipynb",
+          "Can a Transformer read an image? Patches as tokens",
+          "SHORT",
+          "a digit cut into patches and where a trained ViT's [CLS] looks; tokens, score entries and the scores' share "
+          "of a layer against the patch size",
+          formula=r"$n = HW/p^2$ tokens, $n^2$ scores per head; ViT-B/16 at $224^2$: $n = 196$",
+          number="ViT (Dosovitskiy et al. 2021), sec. 4.3, Fig. 3: behind BiT ResNets when pre-trained on ImageNet, ahead after JFT-300M",
+          longer_answer="LONGER"),
 ]
 
 
