@@ -24,7 +24,7 @@ from qalib.lab.reference import ReferenceSpec, Rung
 from qalib.lab.stats import paired_difference
 from qalib.lab.train import TrainConfig, fit
 from qalib.nn.validate import choice, int_in, seed_list
-from qalib.notebook.claims import above, at_least, below, check
+from qalib.notebook.claims import above, below, check
 from qalib.topics.nb20_patches_as_tokens.compute import (N_CLASSES, PATCHES, POSITIONS, SmallCNN, ViT, ViTConfig,
                                                          accuracy, batches, grid_similarity, n_params,
                                                          shuffle_patches, split)
@@ -242,8 +242,8 @@ def reference_table(ref, metric: str = "accuracy") -> dict[str, dict[str, np.nda
 
 NAMES = {"learned": Variant(pos="learned").name, "sin2d": Variant(pos="sin2d").name,
          "none": Variant(pos="none").name, "p1": Variant(patch=1).name, "p4": Variant(patch=4).name,
-         "p8": Variant(patch=8).name,
-         **{f"vit{n}": Variant(n_train=n).name for n in SIZES}, **{f"cnn{n}": Variant("cnn", n_train=n).name for n in SIZES}}
+         "p8": Variant(patch=8).name, **{f"vit{n}": Variant(n_train=n).name for n in SIZES},
+         **{f"cnn{n}": Variant("cnn", n_train=n).name for n in SIZES}}
 
 
 def reference_claims(ref) -> None:
@@ -254,7 +254,6 @@ def reference_claims(ref) -> None:
     grid0 = reference_table(ref, "grid_init")
     last = list(acc)[-1]
     a = acc[last]
-    n = len(a[NAMES["learned"]])
     lowest = {v: float(x.min()) for v, x in a.items()}
     check(f"gate: at {last} every model of every seed learned (held-out accuracy above chance + {GATE_MARGIN})",
           above(min(lowest.values()), CHANCE + GATE_MARGIN), lowest)
