@@ -267,15 +267,18 @@ def reference_claims(ref) -> None:
     check("with positions, shuffling the test patches costs every seed more than 0.4 of its accuracy (learned 1-D "
           "and 2-D sinusoid)", above(min(float(d.min()) for d in drop.values()), 0.4), drop)
     g, g0 = grid[last][NAMES["learned"]], grid0[last][NAMES["learned"]]
-    check(f"the learned table recovers the 4x4 grid: in every seed grid neighbours' rows are more similar than other "
-          f"pairs' by over 0.08 of cosine more than in the same seed's untrained table, at {last}",
-          above(float((g - g0).min()), 0.08), {"trained": g, "untrained": g0})
+    d_grid = paired_difference(g, g0, "trained table", "untrained")
+    check(f"the learned table moves toward the 4x4 grid: neighbours' rows more similar than other pairs', trained "
+          f"minus the same seed's untrained table, 95% interval above +0.05 at {last} ({d_grid})",
+          above(d_grid.low, 0.05), {"trained": g, "untrained": g0})
     d_pix = paired_difference(a[NAMES["p1"]], a[NAMES["learned"]], "pixels (1x1)", "2x2 patches")
     check(f"pixels as tokens buy no accuracy here: 1x1 minus 2x2 patches, its 95% interval below +0.02 at {last} "
           f"({d_pix})", below(d_pix.high, 0.02), d_pix.diffs)
     gap = {m: paired_difference(a[NAMES[f"cnn{m}"]], a[NAMES[f"vit{m}"]], "CNN", "ViT") for m in SIZES}
     check(f"with 100 training images the CNN beats the ViT of about its size: CNN minus ViT, 95% interval above "
           f"+0.05 at {last} ({gap[100]})", above(gap[100].low, 0.05), {m: str(d) for m, d in gap.items()})
+    check(f"and with all 1,300 images it is still ahead, by less: CNN minus ViT, 95% interval above 0 at {last} "
+          f"({gap[1300]})", above(gap[1300].low, 0.0), gap[1300].diffs)
     shrink = paired_difference(gap[100].diffs, gap[1300].diffs, "gap at 100", "gap at 1300")
     check(f"and the CNN's lead shrinks with data: its lead at 100 images minus its lead at 1,300, 95% interval "
           f"above 0 ({shrink})", above(shrink.low, 0.0), shrink.diffs)
