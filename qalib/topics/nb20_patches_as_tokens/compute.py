@@ -380,27 +380,31 @@ def plot_patches(fig: matplotlib.figure.Figure, view: dict):
     """The digit with its patch grid (left), [CLS] attention over the patches (right); returns update(view)."""
     ax1, ax2 = fig.subplots(1, 2)
     img = ax1.imshow(view["image"], cmap="gray_r", vmin=0, vmax=1, interpolation="nearest")
-    att = ax2.imshow(view["attention"], cmap="viridis", vmin=0, interpolation="nearest")
-    fig.colorbar(att, ax=ax2, label="attention weight of [CLS]")
+    att = ax2.imshow(view["attention"], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    fig.colorbar(att, ax=ax2, label="[CLS]'s weight / its largest")
     lines = []
     for ax in (ax1, ax2):
         ax.set(xticks=[], yticks=[])
         for k in range(1, SIDE):
             lines += [ax.axhline(k - 0.5, color="C1", lw=1), ax.axvline(k - 0.5, color="C1", lw=1)]
     live(img, att, *lines)
-    t1, t2 = live_title(ax1, "image"), live_title(ax2, "attention")
+    ax1.set_title("the digit as tokens", loc="left")
+    ax2.set_title("where [CLS] looks", loc="left")
+    caption = dict(ha="center", va="top", fontsize="small", linespacing=1.4)
+    t1 = live(ax1.text(0.5, -0.04, "", transform=ax1.transAxes, **caption))[0]
+    t2 = live(ax2.text(0.5, -0.04, "", transform=ax2.transAxes, **caption))[0]
 
     def update(v: dict):
         p = v["patch"]
         img.set_data(v["image"])
-        att.set_data(v["attention"])
-        att.set_clim(0, max(v["att_max"], 1e-6))
+        att.set_data(v["attention"] / max(v["att_max"], 1e-12))
         for i, line in enumerate(lines):
             k = i // 2 % (SIDE - 1) + 1
             line.set_visible(k % p == 0)
-        t1.set_text(f"test digit {v['index']} (label {v['label']}): {p}x{p} patches, {v['tokens']} tokens with "
-                    f"[CLS], {v['scores']:,} scores per head")
-        t2.set_text(f"layer {v['layer']} of {v['n_layers']}: predicts {v['pred']} (p = {v['p_pred']:.2f})")
+        t1.set_text(f"test digit {v['index']}, a {v['label']}\n{p}x{p} patches: {v['tokens']} tokens with [CLS], "
+                    f"{v['scores']:,} scores per head")
+        t2.set_text(f"layer {v['layer']} of {v['n_layers']}, largest weight {v['att_max']:.2f}\n"
+                    f"the model says {v['pred']} (p = {v['p_pred']:.2f})")
         return None
 
     update(view)
@@ -438,10 +442,10 @@ def plot_costs(fig: matplotlib.figure.Figure, view: dict):
     sh, = ax2.plot([], [], "o-", color="C3", ms=3)
     mark2, = ax2.plot([], [], "o", color="k", ms=8, mfc="none")
     live(tok, sc, mark1, sh, mark2)
-    ax1.set(xlabel="patch side p (pixels)", ylabel="per image, per head and layer")
+    ax1.set(xlabel="patch side p (pixels)", ylabel="count (scores: per head and layer)")
     ax2.set(xlabel="patch side p (pixels)", ylabel="share of a layer's multiply-adds", ylim=(0, 1))
     ax1.legend(fontsize=8, loc="upper right")
-    t1, t2 = live_title(ax1, "tokens"), live_title(ax2, "share")
+    t1, t2 = live_title(ax1, "per image"), live_title(ax2, "scores' share")
 
     def update(v: dict):
         p, i = v["sizes"], v["i"]
@@ -450,9 +454,8 @@ def plot_costs(fig: matplotlib.figure.Figure, view: dict):
         mark1.set_data([p[i]], [v["scores"][i]])
         sh.set_data(p, v["share"])
         mark2.set_data([p[i]], [v["share"][i]])
-        t1.set_text(f"{v['image']}x{v['image']} image, p = {v['patch']}: {int(v['n'][i]):,} tokens, "
-                    f"{v['scores'][i]:,.0f} scores (pixels: {v['pixel_scores']:,.0f})")
-        t2.set_text(f"d = {v['d']}: the n x n products take {v['share'][i]:.0%} at p = {v['patch']}")
+        t1.set_text(f"{v['image']}² at p = {v['patch']}: n = {int(v['n'][i]):,}, n² = {v['scores'][i]:.3g}")
+        t2.set_text(f"{v['share'][i]:.1%} at p = {v['patch']}, d = {v['d']}")
         lo, hi = 1.0, max(v["scores"].max(), 10.0)
         xlim = (0.8, p.max() * 1.25)
         return most(set_limits(ax1, xlim, (lo * 0.7, hi * 2)), set_limits(ax2, xlim))
