@@ -6,12 +6,12 @@ import ipywidgets as W
 
 from qalib.notebook.widgets import Demo
 from qalib.topics.nb20_patches_as_tokens.compute import N_TEST, cost_view, patch_view, plot_costs, plot_patches
+from qalib.topics.nb20_patches_as_tokens.experiment import PatchSetup, Variant, train_variant
 
 
 @lru_cache(maxsize=1)
 def _small_models() -> dict:
     """A ViT per patch size 2, 4, 8, trained briefly (seed 0), for a demo opened without the notebook's models."""
-    from qalib.topics.nb20_patches_as_tokens.experiment import PatchSetup, Variant, train_variant
     return {p: train_variant(Variant(patch=p), 0, PatchSetup(steps=150))[0] for p in (2, 4, 8)}
 
 
@@ -19,7 +19,7 @@ def patch_demo(models: dict | None = None) -> Demo:
     """models: {patch size: trained ViT} (the notebook passes its live run's); None trains three small ones."""
     models = dict(models or _small_models())
     sizes = sorted(models)
-    return Demo(partial(patch_view, models),  plot_patches,
+    return Demo(partial(patch_view, models), plot_patches,
                 {"index": W.IntSlider(value=0, min=0, max=N_TEST - 1, description="test digit"),
                  "patch": W.Dropdown(options=sizes, value=2 if 2 in sizes else sizes[0], description="patch side p"),
                  "layer": W.IntSlider(value=2, min=1, max=2, description="layer")},
