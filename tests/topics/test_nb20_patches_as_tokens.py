@@ -136,6 +136,24 @@ def test_patch_view_and_cost_view_plot():
     plt.close(fig)
 
 
+def test_position_view_and_plot():
+    torch.manual_seed(0)
+    model = pc.ViT(pc.ViTConfig(patch=2)).eval()
+    v = pc.position_view(model, cell=5, table="trained")
+    assert v["map"].shape == (4, 4) and v["map"][1, 1] == pytest.approx(1.0, abs=1e-5)
+    assert pc.position_view(model, cell=5, table="untrained")["map"] == pytest.approx(v["map"])  # seed 0 at init
+    sin = pc.position_view(model, cell=0, table="2-D sinusoid")
+    assert sin["score"] == pytest.approx(pc.grid_similarity(pc.sincos_2d(4, 32)))
+    fig = plt.figure()
+    update = pc.plot_positions(fig, v)
+    assert update(pc.position_view(model, cell=15, table="2-D sinusoid")) is None
+    plt.close(fig)
+    with pytest.raises(ValueError):
+        pc.position_view(model, cell=16)
+    with pytest.raises(ValueError):
+        pc.position_view(pc.ViT(pc.ViTConfig(patch=2, pos="none")))
+
+
 def test_variant_setup_gate_and_one_short_run():
     assert px.Variant().name == "ViT 2x2, learned 1-D, 1300 images"
     assert px.Variant("cnn", n_train=100).name == "CNN, 100 images"

@@ -412,6 +412,56 @@ def plot_patches(fig: matplotlib.figure.Figure, view: dict):
 
 
 # ---------------------------------------------------------------------------------------------
+# Demo 3: which patches a position table treats as neighbours (ViT's Fig. 7)
+# ---------------------------------------------------------------------------------------------
+TABLES = ("trained", "untrained", "2-D sinusoid")
+
+
+def position_view(model: ViT, cell: int = 5, table: str = "trained") -> dict:
+    """The cosine between the position row of grid cell `cell` and every other cell's row, as a (grid, grid) map,
+    for the trained model's learned table, the same table at its initialisation (weights drawn from seed 0, as the
+    demo's model was), or the fixed 2-D sinusoid of the same size."""
+    choice("table", table, TABLES)
+    g = model.cfg.grid
+    if g < 2 or model.cfg.pos != "learned":
+        raise ValueError("the position demo needs a model with a learned table over at least a 2x2 grid")
+    cell = int_in("cell", cell, 0, g * g - 1)
+    if table == "trained":
+        rows = model.position_rows()
+    elif table == "untrained":
+        torch.manual_seed(0)
+        rows = ViT(model.cfg).position_rows()
+    else:
+        rows = sincos_2d(g, model.cfg.d_model)
+    sim = cosine_matrix(rows)
+    return {"map": sim[cell].reshape(g, g), "cell": cell, "grid": g, "table": table,
+            "score": grid_similarity(rows) if g >= 3 else float("nan")}
+
+
+def plot_positions(fig: matplotlib.figure.Figure, view: dict):
+    """The chosen cell's cosine to every cell (one panel, the chosen cell ringed); returns update(view)."""
+    ax = fig.subplots()
+    g = view["grid"]
+    img = ax.imshow(view["map"], cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
+    fig.colorbar(img, ax=ax, label="cosine to the ringed cell's position row")
+    mark, = ax.plot([], [], "o", ms=18, mfc="none", mec="C3", mew=2)
+    ax.set(xticks=range(g), yticks=range(g), xlabel="patch column", ylabel="patch row")
+    live(img, mark)
+    title = live_title(ax)
+
+    def update(v: dict):
+        img.set_data(v["map"])
+        r, c = divmod(v["cell"], v["grid"])
+        mark.set_data([c], [r])
+        score = "" if np.isnan(v["score"]) else f": neighbours minus others {v['score']:+.2f}"
+        title.set_text(f"{v['table']} table{score}")
+        return None
+
+    update(view)
+    return update
+
+
+# ---------------------------------------------------------------------------------------------
 # Demo 2: what pixels as tokens cost
 # ---------------------------------------------------------------------------------------------
 def cost_view(image: int = 224, patch: int = 16, d: int = 768) -> dict:

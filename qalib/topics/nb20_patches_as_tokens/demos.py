@@ -5,7 +5,8 @@ from functools import lru_cache, partial
 import ipywidgets as W
 
 from qalib.notebook.widgets import Demo
-from qalib.topics.nb20_patches_as_tokens.compute import N_TEST, cost_view, patch_view, plot_costs, plot_patches
+from qalib.topics.nb20_patches_as_tokens.compute import (N_TEST, TABLES, cost_view, patch_view, plot_costs, plot_patches,
+                                                         plot_positions, position_view)
 from qalib.topics.nb20_patches_as_tokens.experiment import PatchSetup, Variant, train_variant
 
 
@@ -34,4 +35,14 @@ def cost_demo() -> Demo:
                 title="Tokens and score entries against the patch size", figsize=(10, 3.6))
 
 
-DEMOS = [patch_demo, cost_demo]
+def position_demo(model=None) -> Demo:
+    """model: a trained ViT with learned positions and 2x2 patches (None: the demo's own, 150 steps, seed 0)."""
+    model = model or _small_models()[2]
+    g = model.cfg.grid
+    return Demo(partial(position_view, model), plot_positions,
+                {"cell": W.IntSlider(value=g + 1, min=0, max=g * g - 1, description="patch (row-major)"),
+                 "table": W.ToggleButtons(options=TABLES, value="trained", description="table")},
+                title="Which patches a position table treats as neighbours", figsize=(6, 4.2))
+
+
+DEMOS = [patch_demo, cost_demo, position_demo]
