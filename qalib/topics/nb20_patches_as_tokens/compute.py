@@ -434,7 +434,8 @@ def position_view(model: ViT, cell: int = 5, table: str = "trained") -> dict:
     else:
         rows = sincos_2d(g, model.cfg.d_model)
     sim = cosine_matrix(rows)
-    return {"map": sim[cell].reshape(g, g), "cell": cell, "grid": g, "table": table,
+    return {"map": sim[cell].reshape(g, g), "cell": cell,  # (n,) -> (grid, grid)
+            "grid": g, "table": table,
             "score": grid_similarity(rows) if g >= 3 else float("nan")}
 
 
