@@ -21,7 +21,8 @@ from test_notebooks import readme_measurements
 SWEPT = ("01_scaled_attention", "02_sin_cos_positions", "03_embedding_scale", "04_bert_embedding_sum", "05_shared_qk",
          "06_layernorm_vs_batchnorm", "07_multi_head", "08_relative_positions", "09_attention_random_walk",
          "10_residuals_ffn_masks", "11_mlm_and_nsp", "12_decoding", "13_attention_vs_recurrence", "14_cross_attention",
-         "15_tokenization", "16_objectives", "17_fine_tuning", "18_attention_explanation", "19_long_context")
+         "15_tokenization", "16_objectives", "17_fine_tuning", "18_attention_explanation", "19_long_context",
+         "20_patches_as_tokens")
 # Notebooks whose randomness is not over seeds: 15 trains its tokenizers on a fixed corpus (its spread is over the
 # folds of that corpus), so only the CPU kernel changes in its run here.
 SEEDS_FIXED = ("15_tokenization",)

@@ -18,6 +18,7 @@ def bench_timings(rounds: int = 5) -> dict[str, bool]:
     """Each statement over `rounds` independent measurements; it holds if it holds in the median round."""
     from qalib.topics.nb10_residuals_ffn_masks.compute import cost_curve
     from qalib.topics.nb07_multi_head.compute import time_attention
+    from qalib.topics.nb20_patches_as_tokens.compute import ViTConfig, step_ms
 
     print("\n== the notebooks' timing statements (median of", rounds, "rounds)")
     ratios = [time_attention(8) / time_attention(1) for _ in range(rounds)]
@@ -31,8 +32,12 @@ def bench_timings(rounds: int = 5) -> dict[str, bool]:
     speedup = float(np.median([c["time_full"][-1] / c["time_lin"][-1] for c in curves]))
     results = {"07 heads": heads, "10 exponent full": 1.6 < full < 3.2, "10 exponent Linformer": lin < 1.5,
                "10 speed-up at 2048": speedup > 4}
+    pixels = float(np.median([step_ms(ViTConfig(patch=1), seed=r) / step_ms(ViTConfig(patch=2), seed=r)
+                              for r in range(rounds)]))
+    results["20 pixels vs 2x2 patches"] = pixels > 2
     for what, value, statement in (("10 exponent full", full, "in (1.6, 3.2)"),
                                    ("10 exponent Linformer", lin, "< 1.5"),
-                                   ("10 speed-up at 2048", speedup, "> 4")):
+                                   ("10 speed-up at 2048", speedup, "> 4"),
+                                   ("20 pixels vs 2x2 patches", pixels, "> 2")):
         print(f"  {'ok ' if results[what] else 'FAIL'} {what:24s} median {value:6.2f}, statement: {statement}")
     return results
