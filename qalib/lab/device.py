@@ -1,9 +1,12 @@
-"""Which device the notebooks run on: CUDA, then Apple MPS, then CPU; QALIB_DEVICE overrides."""
+"""Which device the notebooks run on: CUDA, then Apple MPS, then CPU; QALIB_DEVICE overrides. Also best_ms, the
+best-of-n wall-clock timer the notebooks print their timings with."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import time
 
 import torch
 
@@ -66,3 +69,14 @@ class one_thread(contextlib.ContextDecorator):  # noqa: N801  (used like a funct
 
     def __exit__(self, *exc) -> None:
         torch.set_num_threads(self.previous)
+
+
+def best_ms(fn, repeats: int = 3) -> float:
+    """Best-of-`repeats` wall time of fn() in ms, after one warm-up call."""
+    fn()
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return 1000 * best

@@ -13,7 +13,6 @@ information through stacked masked layers, the cost of full and banded attention
 from __future__ import annotations
 
 import math
-import time
 
 import matplotlib
 import matplotlib.ticker
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 from qalib.lab.data import CLS, IGNORE, N_SPECIAL, Batch
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import MiniBert, SelfAttention
+from qalib.lab.device import best_ms
 from qalib.nn.validate import int_in
 from qalib.notebook.drawing import Change, bar_polygons, live, live_bars, live_title, log_ticks, most, set_limits
 
@@ -211,17 +211,6 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return scores.softmax(-1) @ v
-
-
-def best_ms(fn, repeats: int = 3) -> float:
-    """Best-of-`repeats` wall time of fn() in ms, after one warm-up call."""
-    fn()
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return 1000 * best
 
 
 @torch.no_grad()

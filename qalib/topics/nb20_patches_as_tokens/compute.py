@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import math
-import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch.nn.functional as F
 from qalib.nn.config import MiniBertConfig
 from qalib.nn.model import EncoderLayer, init_weights
 from qalib.nn.norms import make_norm
+from qalib.lab.device import best_ms
 from qalib.nn.validate import choice, int_in
 from qalib.notebook.drawing import live, live_title, most, set_limits
 
@@ -292,17 +292,6 @@ def layer_cost(n: int, d: int, d_ff: int | None = None) -> dict[str, float]:
     n x n products q k^T and P v, 2 n^2 d."""
     d_ff = 4 * d if d_ff is None else d_ff
     return {"projections": 4.0 * n * d * d, "ffn": 2.0 * n * d * d_ff, "scores": 2.0 * n * n * d}
-
-
-def best_ms(fn, repeats: int = 5) -> float:
-    """Best-of-`repeats` wall time of fn() in ms, after one warm-up call."""
-    fn()
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return 1000 * best
 
 
 def step_ms(cfg: ViTConfig, batch_size: int = 64, repeats: int = 5, seed: int = 0) -> float:
